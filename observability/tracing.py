@@ -1,0 +1,58 @@
+"""OpenTelemetry tracing: OTLP/HTTP export, W3C trace-context propagation, ratio sampling.
+
+Tracing is off by default; then no SDK is installed and the API's no-op tracer costs next to nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+
+_enabled = False
+
+
+def setup_tracing(service_name: str, *, enabled: bool, endpoint: str, sampling_ratio: float) -> None:
+    """Install a tracer provider for this process (call once per worker, after fork)."""
+    global _enabled
+    if not enabled:
+        return
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service_name}),
+        sampler=ParentBased(TraceIdRatioBased(sampling_ratio)),
+    )
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    trace.set_tracer_provider(provider)
+    _enabled = True
+
+
+def tracing_enabled() -> bool:
+    return _enabled
+
+
+def shutdown_tracing() -> None:
+    provider = trace.get_tracer_provider()
+    if hasattr(provider, "shutdown"):
+        provider.shutdown()
+
+
+def extract_context(headers: Mapping[str, str]) -> Context:
+    """The parent context from incoming W3C `traceparent`/`tracestate` headers."""
+    return propagate.extract(headers)
+
+
+def inject_headers(carrier: dict[str, str]) -> dict[str, str]:
+    """Add the current span's `traceparent` to outgoing headers or gRPC metadata."""
+    propagate.inject(carrier)
+    return carrier
+
+
+def get_tracer(name: str) -> trace.Tracer:
+    return trace.get_tracer(name)

@@ -1,0 +1,47 @@
+"""Reading a request body: size limit, UTF-8, JSON and schema, each failure with its own status and message."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from services.common.errors import BadRequest, InvalidInput, PayloadTooLarge
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body of {declared} bytes is over the limit of {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
+    if not body:
+        raise BadRequest('empty request body: send JSON such as {"text": "hello world"}')
+    try:
+        bytes(body).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"request body is not valid UTF-8 (byte {exc.start}): send UTF-8 encoded JSON") from None
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"malformed JSON: {exc}") from None
+
+
+def validate(schema: type[Model], data: Any) -> Model:
+    if not isinstance(data, dict):
+        raise InvalidInput(f"the JSON body must be an object, not {type(data).__name__}")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"]) or None
+        message = error["msg"].removeprefix("Value error, ")
+        where = f"field '{field}': " if field else ""
+        raise InvalidInput(f"{where}{message}", param=field) from None

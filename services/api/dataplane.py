@@ -1,0 +1,112 @@
+"""Protocol-agnostic core of the serving API: endpoint lookup, admission, tokenization, inference, postprocessing.
+
+Routes (`services.api.routes`) only translate HTTP to calls here and results back; per-stage latency is recorded
+here so every stack reports the same stages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from observability import metrics
+from services.common.backend import InferenceBackend
+from services.common.contract import Manifest
+from services.common.errors import NotFound, Overloaded, PayloadTooLarge
+from services.common.settings import ApiSettings
+from services.common.tokenization import TextTokenizer
+
+log = logging.getLogger(__name__)
+
+WARMUP_TEXTS = ["warm up", "the quick brown fox jumps over the lazy dog"]
+# Tokenizing more texts than this at once takes long enough (>~300 us) to move off the event loop.
+INLINE_TOKENIZE_TEXTS = 4
+
+
+@dataclass(frozen=True)
+class Prediction:
+    outputs: np.ndarray
+    token_counts: list[int]
+    truncated: list[bool]
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        metrics.STAGE_LATENCY.labels(name).observe(time.perf_counter() - start)
+
+
+class DataPlane:
+    def __init__(self, settings: ApiSettings, manifest: Manifest, tokenizer: TextTokenizer, backend: InferenceBackend):
+        self.settings = settings
+        self.manifest = manifest
+        self.tokenizer = tokenizer
+        self.backend = backend
+        self.inflight = 0
+        self.ready = False
+
+    def check_endpoint(self, endpoint: str, version: str | None = None) -> None:
+        if endpoint != self.settings.endpoint:
+            raise NotFound(f"no endpoint '{endpoint}'; this server serves '{self.settings.endpoint}'")
+        if version is not None and version != self.manifest.version:
+            raise NotFound(
+                f"endpoint '{endpoint}' has no version '{version}'; available: '{self.manifest.version}'"
+            )
+
+    def check_model_name(self, name: str | None) -> None:
+        if name not in (None, "", self.manifest.name, self.settings.endpoint):
+            raise NotFound(f"no model '{name}'; this server serves '{self.manifest.name}'")
+
+    @contextmanager
+    def admit(self) -> Iterator[None]:
+        """Bound the requests this worker holds at once: shed load with 429 instead of queueing forever."""
+        if self.inflight >= self.settings.max_inflight:
+            raise Overloaded(
+                f"this worker is handling {self.inflight} requests, its limit; retry shortly", retry_after=1
+            )
+        self.inflight += 1
+        metrics.INFLIGHT.inc()
+        try:
+            yield
+        finally:
+            self.inflight -= 1
+            metrics.INFLIGHT.dec()
+
+    async def warm_up(self) -> bool:
+        """Run a few predictions so the first user request is not slow; readiness waits for this."""
+        try:
+            for _ in range(3):
+                await self.predict(WARMUP_TEXTS)
+        except Exception as exc:  # noqa: BLE001 - stay not ready; /health/ready retries
+            log.warning("warm-up failed, not ready yet: %s", exc)
+            return False
+        self.ready = True
+        return True
+
+    async def predict(self, texts: list[str], truncate: bool | None = None) -> Prediction:
+        if len(texts) > self.settings.max_texts:
+            raise PayloadTooLarge(
+                f"{len(texts)} texts in one request; the limit is {self.settings.max_texts}: split the request"
+            )
+        truncate = self.settings.truncate if truncate is None else truncate
+        with stage("preprocess"):
+            if len(texts) <= INLINE_TOKENIZE_TEXTS:
+                encoded = self.tokenizer.encode(texts, truncate=truncate)
+            else:
+                encoded = await asyncio.to_thread(self.tokenizer.encode, texts, truncate=truncate)
+        with stage("inference"):
+            outputs = await self.backend.infer(encoded)
+        metrics.TEXTS.observe(len(texts))
+        metrics.TOKENS.inc(sum(encoded.token_counts))
+        if any(encoded.truncated):
+            metrics.TRUNCATED.inc(sum(encoded.truncated))
+        return Prediction(outputs, encoded.token_counts, encoded.truncated)

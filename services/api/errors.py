@@ -1,0 +1,55 @@
+"""The HTTP edge of the error hierarchy: every failure becomes a JSON body `{"error": {...}}` (the OpenAI shape)
+with the right status, and Retry-After where retrying helps."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from services.common.errors import ServingError
+
+log = logging.getLogger(__name__)
+
+
+def error_response(error: ServingError) -> JSONResponse:
+    headers = {}
+    if error.retry_after is not None:
+        headers["Retry-After"] = str(max(1, round(error.retry_after)))
+    return JSONResponse(error.to_dict(), status_code=error.status_code, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ServingError)
+    async def _serving_error(request: Request, exc: ServingError) -> JSONResponse:
+        if exc.status_code >= 500:
+            log.warning("%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc.message)
+        return error_response(exc)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}; see /docs for the API"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}; see /docs for the API"
+        else:
+            message = str(exc.detail)
+        body = {"error": {"message": message, "type": "http_error", "code": exc.status_code}}
+        return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        error = exc.errors()[0]
+        field = ".".join(str(p) for p in error["loc"])
+        body = {"error": {"message": f"field '{field}': {error['msg']}", "type": "invalid_input", "code": 422,
+                          "param": field}}
+        return JSONResponse(body, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        body = {"error": {"message": "internal error; see the server log", "type": "internal_error", "code": 500}}
+        return JSONResponse(body, status_code=500)

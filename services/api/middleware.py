@@ -1,0 +1,72 @@
+"""Pure-ASGI middleware: request id, trace context, access metrics. Cheap enough to sit on every request."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
+from observability import metrics
+from observability.logging import request_id_var, trace_id_var
+from observability.tracing import extract_context, get_tracer, tracing_enabled
+
+UNMETERED = ("/metrics", "/health")
+
+
+def route_label(path: str) -> str:
+    if path.startswith("/serve/"):
+        return "/serve"
+    if path.startswith("/v2/"):
+        return "/v2"
+    if path == "/v1/embeddings":
+        return path
+    return "other"
+
+
+class ObservabilityMiddleware:
+    def __init__(self, app, service_name: str):
+        self.app = app
+        self.tracer = get_tracer(service_name)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path: str = scope["path"]
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        request_id = headers.get("x-request-id") or uuid.uuid4().hex
+        token = request_id_var.set(request_id)
+        status = {"code": 500}
+
+        async def send_wrapper(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + [(b"x-request-id", request_id.encode())]
+            await send(message)
+
+        start = time.perf_counter()
+        try:
+            if tracing_enabled() and not path.startswith(UNMETERED):
+                name = f"{scope['method']} {route_label(path)}"
+                with self.tracer.start_as_current_span(
+                    name, context=extract_context(headers), kind=SpanKind.SERVER,
+                    attributes={"http.request.method": scope["method"], "url.path": path},
+                ) as span:
+                    trace_token = trace_id_var.set(format(span.get_span_context().trace_id, "032x"))
+                    try:
+                        await self.app(scope, receive, send_wrapper)
+                    finally:
+                        span.set_attribute("http.response.status_code", status["code"])
+                        if status["code"] >= 500:
+                            span.set_status(trace.Status(trace.StatusCode.ERROR))
+                        trace_id_var.reset(trace_token)
+            else:
+                await self.app(scope, receive, send_wrapper)
+        finally:
+            request_id_var.reset(token)
+            if not path.startswith(UNMETERED):
+                route = route_label(path)
+                metrics.REQUESTS.labels(route, str(status["code"])).inc()
+                metrics.REQUEST_LATENCY.labels(route).observe(time.perf_counter() - start)

@@ -1,0 +1,122 @@
+"""HTTP routes: translate requests to data-plane calls and predictions to JSON. No logic of their own."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from observability.metrics import metrics_payload
+from services.api.body import read_json, validate
+from services.api.dataplane import DataPlane, Prediction, stage
+from services.common.errors import InvalidInput
+from services.common.outputs import classify
+from services.common.schemas import EmbeddingsRequest, ServeRequest
+
+router = APIRouter()
+
+
+def _dataplane(request: Request) -> DataPlane:
+    return request.app.state.dataplane
+
+
+def _json(dataplane: DataPlane, payload: dict) -> Response:
+    headers = {"x-model-name": dataplane.manifest.name, "x-model-version": dataplane.manifest.version}
+    body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def _serve_payload(dataplane: DataPlane, prediction: Prediction, single: bool) -> dict:
+    manifest = dataplane.manifest
+    payload: dict = {"model": manifest.name, "version": manifest.version}
+    if manifest.task == "classification":
+        results = classify(manifest, prediction.outputs)
+        if single:
+            payload.update(results[0])
+        else:
+            payload["predictions"] = results
+    elif single:
+        payload["embedding"] = prediction.outputs[0]
+    else:
+        payload["embeddings"] = prediction.outputs
+    if single:
+        payload["tokens"] = prediction.token_counts[0]
+        payload["truncated"] = prediction.truncated[0]
+    else:
+        payload["tokens"] = prediction.token_counts
+        payload["truncated"] = prediction.truncated
+    return payload
+
+
+async def _serve(request: Request, endpoint: str, version: str | None) -> Response:
+    dataplane = _dataplane(request)
+    dataplane.check_endpoint(endpoint, version)
+    with dataplane.admit():
+        with stage("parse"):
+            body = validate(ServeRequest, await read_json(request, dataplane.settings.max_body_bytes))
+        prediction = await dataplane.predict(body.batch, body.truncate)
+        with stage("postprocess"):
+            return _json(dataplane, _serve_payload(dataplane, prediction, body.text is not None))
+
+
+@router.post("/serve/{endpoint}", summary="Run the endpoint's model on a text or a list of texts")
+async def serve(request: Request, endpoint: str) -> Response:
+    return await _serve(request, endpoint, None)
+
+
+@router.post("/serve/{endpoint}/{version}", summary="Run a specific version of the endpoint's model")
+async def serve_version(request: Request, endpoint: str, version: str) -> Response:
+    return await _serve(request, endpoint, version)
+
+
+@router.post("/v1/embeddings", summary="OpenAI-compatible embeddings")
+async def embeddings(request: Request) -> Response:
+    dataplane = _dataplane(request)
+    with dataplane.admit():
+        with stage("parse"):
+            body = validate(EmbeddingsRequest, await read_json(request, dataplane.settings.max_body_bytes))
+        dataplane.check_model_name(body.model)
+        if dataplane.manifest.task != "embedding":
+            raise InvalidInput(f"model '{dataplane.manifest.name}' is a classifier; use /serve/{{endpoint}}")
+        if body.dimensions is not None and body.dimensions != dataplane.manifest.output_dim:
+            raise InvalidInput(
+                f"dimensions={body.dimensions} is not supported; this model returns {dataplane.manifest.output_dim}",
+                param="dimensions",
+            )
+        prediction = await dataplane.predict(body.batch)
+        with stage("postprocess"):
+            vectors = prediction.outputs.astype(np.float32, copy=False)
+            if body.encoding_format == "base64":
+                items = [base64.b64encode(row.astype("<f4").tobytes()).decode() for row in vectors]
+            else:
+                items = list(vectors)
+            tokens = sum(prediction.token_counts)
+            return _json(dataplane, {
+                "object": "list",
+                "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(items)],
+                "model": dataplane.manifest.name,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            })
+
+
+@router.get("/health/live", summary="The process is up")
+async def live() -> dict:
+    return {"status": "alive"}
+
+
+@router.get("/health/ready", summary="The model is loaded, warmed up and its backend answers")
+async def ready(request: Request) -> JSONResponse:
+    dataplane = _dataplane(request)
+    ok = (dataplane.ready or await dataplane.warm_up()) and await dataplane.backend.ready()
+    body = {"status": "ready" if ok else "not ready", "model": dataplane.manifest.name,
+            "version": dataplane.manifest.version}
+    return JSONResponse(body, status_code=200 if ok else 503, headers=None if ok else {"Retry-After": "1"})
+
+
+@router.get("/metrics", summary="Prometheus metrics, merged over all workers")
+async def prometheus_metrics() -> Response:
+    payload, content_type = metrics_payload()
+    return Response(payload, media_type=content_type)

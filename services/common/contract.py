@@ -1,0 +1,124 @@
+"""The tensor contract: the model manifest written at export and read by every service and Triton config.
+
+`manifest.json` sits next to `model.onnx` and `tokenizer.json`. It names the task, the input and output tensors
+(Triton dtype names, -1 for dynamic axes, batch axis first), the maximum sequence length, the labels of a classifier
+and the sha256 of every file: the lineage record of what is being served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from services.common.errors import ConfigurationError
+
+MANIFEST_FILE = "manifest.json"
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+
+# Triton / KServe v2 dtype names and their numpy types.
+NUMPY_DTYPES: dict[str, type] = {
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BOOL": np.bool_,
+    "BYTES": np.object_,
+}
+
+Task = Literal["embedding", "classification"]
+
+
+class TensorSpec(BaseModel):
+    name: str
+    dtype: str = Field(description="Triton dtype name: INT64, FP32, BYTES, ...")
+    shape: list[int] = Field(description="Full shape including the batch axis; -1 marks a dynamic axis")
+
+    @property
+    def numpy_dtype(self) -> type:
+        return NUMPY_DTYPES[self.dtype]
+
+    @property
+    def dims(self) -> list[int]:
+        """Shape without the batch axis, as Triton's config.pbtxt writes it when max_batch_size > 0."""
+        return self.shape[1:]
+
+
+class SourceInfo(BaseModel):
+    path: str
+    package: str | None = None
+    package_version: str | None = None
+    files: dict[str, str] = Field(default_factory=dict, description="sha256 of the checkpoint's own files")
+
+
+class BuildInfo(BaseModel):
+    fingerprint: str
+    created_at: str
+    opset: int
+    torch: str
+    transformers: str
+    onnx: str
+    max_abs_diff: float = Field(description="largest |onnx - pytorch| on the validation sentences")
+
+
+class Manifest(BaseModel):
+    schema_version: int = 1
+    name: str
+    version: str = "1"
+    task: Task
+    max_seq_length: int
+    pooling: str | None = None
+    normalize: bool = False
+    labels: list[str] | None = None
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    files: dict[str, str] = Field(default_factory=dict, description="sha256 of every artifact file")
+    source: SourceInfo
+    build: BuildInfo
+
+    @property
+    def output(self) -> TensorSpec:
+        return self.outputs[0]
+
+    @property
+    def input_names(self) -> list[str]:
+        return [spec.name for spec in self.inputs]
+
+    @property
+    def output_dim(self) -> int:
+        return self.output.shape[-1]
+
+    @classmethod
+    def load(cls, model_dir: Path | str) -> "Manifest":
+        path = Path(model_dir) / MANIFEST_FILE
+        if not path.is_file():
+            raise ConfigurationError(
+                f"no model manifest at {path}: build the model first (`make model`, or `serving model build`)"
+            )
+        return cls.model_validate_json(path.read_text())
+
+    def save(self, model_dir: Path) -> None:
+        (model_dir / MANIFEST_FILE).write_text(json.dumps(self.model_dump(), indent=2) + "\n")
+
+    def verify_files(self, model_dir: Path | str) -> None:
+        """Raise if an artifact file is missing or differs from the hash recorded at export."""
+        for name, digest in self.files.items():
+            path = Path(model_dir) / name
+            if not path.is_file():
+                raise ConfigurationError(f"model artifact {path} is missing: rebuild with `make model`")
+            if sha256_file(path) != digest:
+                raise ConfigurationError(f"model artifact {path} does not match its manifest hash: rebuild it")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,58 @@
+"""Typed settings, built once at startup from the environment and passed down.
+
+Each service has its own env prefix (`SERVING_` for the FastAPI stack, `GATEWAY_` for the gateway); nested groups
+use `__` (e.g. `SERVING_OBSERVABILITY__LOG_JSON=true`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ObservabilitySettings(BaseModel):
+    log_level: str = "INFO"
+    """Root log level."""
+    log_json: bool = False
+    """One JSON object per log line (with request_id and trace_id) instead of plain text."""
+    tracing: bool = False
+    """Export OpenTelemetry spans over OTLP/HTTP. Off costs nothing: the API's no-op tracer is used."""
+    otlp_endpoint: str = "http://127.0.0.1:4318/v1/traces"
+    """OTLP/HTTP traces endpoint (an OpenTelemetry collector, Jaeger, Tempo...)."""
+    sampling_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    """Fraction of new traces sampled; a sampled incoming `traceparent` is always followed."""
+
+
+class ApiSettings(BaseSettings):
+    """What every HTTP serving stack (FastAPI baseline, gateway) shares."""
+
+    model_config = SettingsConfigDict(env_prefix="SERVING_", env_nested_delimiter="__", extra="ignore")
+
+    model_dir: Path = Path("build/model")
+    """Exported model directory (model.onnx, tokenizer.json, manifest.json), written by `serving model build`."""
+    endpoint: str = "minilm"
+    """Endpoint name in `/serve/{endpoint}`."""
+    host: str = "0.0.0.0"
+    port: int = 8080
+    workers: int = Field(1, ge=1)
+    """gunicorn worker processes."""
+    max_body_bytes: int = Field(1 << 20, ge=1)
+    """Request bodies above this size are rejected with 413."""
+    max_texts: int = Field(64, ge=1)
+    """Most texts one request may carry (413 above)."""
+    truncate: bool = True
+    """Truncate over-long texts to the model's maximum length (and say so); false rejects them with 422."""
+    max_inflight: int = Field(256, ge=1)
+    """Requests one worker handles at once; past it new requests get 429 with Retry-After."""
+    intra_op_threads: int | None = Field(None, ge=1)
+    """ONNX Runtime threads per worker; default: CPU cores divided by workers."""
+    graceful_timeout: float = 30.0
+    """Seconds a worker has on SIGTERM to finish in-flight requests."""
+    observability: ObservabilitySettings = ObservabilitySettings()
+
+    @model_validator(mode="after")
+    def _check_model_dir(self) -> "ApiSettings":
+        self.model_dir = self.model_dir.expanduser()
+        return self

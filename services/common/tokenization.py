@@ -1,0 +1,88 @@
+"""Text -> padded tensors with HF `tokenizers`, configured from the manifest rather than from tokenizer.json.
+
+The saved tokenizer.json of many checkpoints pads every text to a fixed length; serving short texts that way costs up
+to 10x the compute. Here padding is to the longest text of the batch, optionally rounded up to a length bucket so
+that a server that batches only equal shapes (Triton) can group requests.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from services.common.errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    token_type_ids: np.ndarray
+    token_counts: list[int]
+    truncated: list[bool]
+
+    def tensors(self, names: list[str]) -> dict[str, np.ndarray]:
+        """The model inputs by name, in the order the contract lists them."""
+        return {name: getattr(self, name) for name in names}
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.input_ids.shape
+
+
+def bucket_length(length: int, buckets: list[int]) -> int:
+    """The smallest bucket that holds `length` (buckets sorted ascending); the length itself past the last."""
+    index = bisect.bisect_left(buckets, length)
+    return buckets[index] if index < len(buckets) else length
+
+
+def default_buckets(max_length: int) -> list[int]:
+    """Powers of two from 16 up to the model's maximum length (which is always the last bucket)."""
+    buckets = [16]
+    while buckets[-1] * 2 < max_length:
+        buckets.append(buckets[-1] * 2)
+    return sorted(set(buckets + [max_length]))
+
+
+class TextTokenizer:
+    """Thread-safe for reads: `encode` keeps no per-call state on the instance."""
+
+    def __init__(self, tokenizer_file: Path | str, max_length: int, buckets: list[int] | None = None):
+        self.max_length = max_length
+        self.buckets = sorted(buckets) if buckets else None
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=max_length)
+        padding = self._tokenizer.token_to_id("[PAD]")
+        self.pad_id = 0 if padding is None else padding
+
+    def encode(self, texts: list[str], *, truncate: bool = True) -> EncodedBatch:
+        if len(texts) == 1:
+            encodings = [self._tokenizer.encode(texts[0])]
+        else:
+            encodings = self._tokenizer.encode_batch(texts)
+        truncated = [bool(encoding.overflowing) for encoding in encodings]
+        if not truncate and any(truncated):
+            index = truncated.index(True)
+            raise InvalidInput(
+                f"text {index} is longer than the model's maximum of {self.max_length} tokens and truncation is off; "
+                "shorten it or send truncate=true",
+                param="texts" if len(texts) > 1 else "text",
+            )
+        counts = [len(encoding.ids) for encoding in encodings]
+        longest = max(counts)
+        width = bucket_length(longest, self.buckets) if self.buckets else longest
+        batch = len(encodings)
+        input_ids = np.full((batch, width), self.pad_id, dtype=np.int64)
+        attention_mask = np.zeros((batch, width), dtype=np.int64)
+        token_type_ids = np.zeros((batch, width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            n = counts[row]
+            input_ids[row, :n] = encoding.ids
+            attention_mask[row, :n] = 1
+            token_type_ids[row, :n] = encoding.type_ids
+        return EncodedBatch(input_ids, attention_mask, token_type_ids, counts, truncated)

@@ -1,0 +1,1 @@
+"""STACK=fastapi, the baseline: tokenizer + ONNX Runtime inside each gunicorn/uvicorn worker."""

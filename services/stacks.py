@@ -1,0 +1,60 @@
+"""What each STACK runs: the process specs the launcher starts for `serving up`."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.common.errors import ConfigurationError
+from services.launcher import RUN_DIR, ProcessSpec
+
+STACKS = ("fastapi", "triton", "clearml")
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    stack: str = "fastapi"
+    workers: int = 1
+    batching: bool = True
+    host: str = "0.0.0.0"
+    port: int = 8080
+    model_dir: Path = Path("build/model")
+    run_dir: Path = RUN_DIR
+
+
+def _multiproc_dir(options: StackOptions, name: str) -> str:
+    path = options.run_dir / f"prometheus-{name}"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return str(path.resolve())
+
+
+def http_service(options: StackOptions, *, name: str, app: str, env_prefix: str,
+                 extra_env: dict[str, str] | None = None) -> ProcessSpec:
+    """gunicorn + uvicorn workers serving one of the HTTP stacks' apps."""
+    env = {
+        f"{env_prefix}MODEL_DIR": str(options.model_dir.resolve()),
+        f"{env_prefix}WORKERS": str(options.workers),
+        f"{env_prefix}PORT": str(options.port),
+        f"{env_prefix}HOST": options.host,
+        "PROMETHEUS_MULTIPROC_DIR": _multiproc_dir(options, name),
+        **(extra_env or {}),
+    }
+    argv = [
+        sys.executable, "-m", "gunicorn", "-c", "python:services.api.gunicorn_conf",
+        "--bind", f"{options.host}:{options.port}", "--workers", str(options.workers),
+        "--name", name, app,
+    ]
+    return ProcessSpec(name=name, argv=argv, env=env, port=options.port,
+                       ready_url=f"http://127.0.0.1:{options.port}/health/ready")
+
+
+def stack_processes(options: StackOptions) -> list[ProcessSpec]:
+    if options.stack not in STACKS:
+        raise ConfigurationError(f"unknown STACK '{options.stack}'; choose one of {', '.join(STACKS)}")
+    if options.stack == "fastapi":
+        return [http_service(options, name="fastapi", app="services.fastapi_stack.app:create_app()",
+                             env_prefix="SERVING_")]
+    raise ConfigurationError(f"STACK={options.stack} is not built yet; use STACK=fastapi")
