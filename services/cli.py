@@ -52,6 +52,26 @@ def model_tiny(
     console.print(f"wrote a tiny {task} checkpoint to {out}")
 
 
+@app.command("model-repo")
+def model_repo(
+    target: str = typer.Option("local", help="local (tritonserver from the nvidia-pytriton wheel) | container (NGC image)."),
+    batching: str = typer.Option("on", help="Dynamic batching: on | off."),
+    padding: str = typer.Option("ragged", help="ragged | bucket (container always uses bucket)."),
+    gpu: bool = typer.Option(False, help="container: run the encoder on the GPU (KIND_GPU)."),
+    model_dir: Path = typer.Option(Path("build/model"), help="Exported model directory."),
+    out: Path = typer.Option(None, help="Output directory; default build/model_repository/<target>-batching-<on|off>."),
+) -> None:
+    """Render the Triton model repository from model_repository/ and the model manifest."""
+    from services.triton.repository import RenderOptions, render
+
+    out = out or Path("build/model_repository") / f"{target}-batching-{batching}"
+    try:
+        render(model_dir, out, RenderOptions(target=target, batching=batching == "on", padding=padding, gpu=gpu))
+    except ServingError as error:
+        _fail(error)
+    console.print(f"wrote {out}")
+
+
 @app.command()
 def up(
     stack: str = typer.Option("fastapi", help="fastapi | triton | clearml"),
@@ -60,17 +80,23 @@ def up(
     port: int = typer.Option(8080, help="HTTP port of the stack's API."),
     host: str = typer.Option("0.0.0.0", help="Address to bind."),
     model_dir: Path = typer.Option(Path("build/model"), help="Exported model directory."),
+    triton_http_port: int = typer.Option(8000, help="Triton HTTP (KServe v2) port."),
+    triton_grpc_port: int = typer.Option(8001, help="Triton gRPC port."),
+    triton_metrics_port: int = typer.Option(8002, help="Triton Prometheus metrics port."),
+    padding: str = typer.Option("ragged", help="How variable-length inputs batch in Triton: ragged | bucket."),
     detach: bool = typer.Option(False, help="Run in the background; return once ready."),
     ready_timeout: float = typer.Option(180.0, help="Seconds to wait for readiness."),
 ) -> None:
     """Start a stack: in the foreground (Ctrl-C stops it) or detached."""
     from services.launcher import Launcher
     from services.stacks import StackOptions, stack_processes
+    from services.triton.server import TritonPorts
 
     if batching not in ("on", "off"):
         _fail(ValueError(f"BATCHING must be on or off, not '{batching}'"))
     options = StackOptions(stack=stack, workers=workers, batching=batching == "on", host=host, port=port,
-                           model_dir=model_dir)
+                           model_dir=model_dir, padding=padding,
+                           triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port))
     launcher = Launcher(options.run_dir)
     try:
         for spec in stack_processes(options):
@@ -80,7 +106,8 @@ def up(
     except (ServingError, OSError) as error:
         launcher.stop_all()
         _fail(error)
-    console.print(f"STACK={stack} is up on port {port}" + ("; `make down` stops it" if detach else "; Ctrl-C stops it"))
+    api_port = triton_http_port if stack == "triton" else port
+    console.print(f"STACK={stack} is up on port {api_port}" + ("; `make down` stops it" if detach else "; Ctrl-C stops it"))
     if not detach:
         raise typer.Exit(launcher.wait_foreground())
 

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,8 +30,10 @@ class ProcessSpec:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     ready_url: str | None = None
-    port: int | None = None
+    ports: list[int] = field(default_factory=list)
     stop_timeout: float = 30.0
+    explain: Callable[[str], str | None] | None = None
+    """Turns the process's log into a readable reason when it fails to start."""
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -58,11 +61,12 @@ class Launcher:
         return self.run_dir / f"{name}.log"
 
     def start(self, spec: ProcessSpec, *, detach: bool) -> subprocess.Popen:
-        if spec.port is not None and not port_free(spec.port):
-            raise ConfigurationError(
-                f"port {spec.port} for {spec.name} is in use: is a stack already up? (`make down`) "
-                "or choose another port"
-            )
+        for port in spec.ports:
+            if not port_free(port):
+                raise ConfigurationError(
+                    f"port {port} for {spec.name} is in use: is a stack already up? (`make down`) "
+                    "or choose another port"
+                )
         self.run_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **spec.env}
         output = open(self.log_path(spec.name), "ab") if detach else None
@@ -79,7 +83,7 @@ class Launcher:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise ConfigurationError(f"{spec.name} exited with code {proc.returncode} before it was ready"
-                                         + self._log_hint(spec.name))
+                                         + self._log_hint(spec))
             try:
                 if httpx.get(spec.ready_url, timeout=2).status_code == 200:
                     return
@@ -87,14 +91,17 @@ class Launcher:
                 pass
             time.sleep(0.25)
         raise ConfigurationError(f"{spec.name} was not ready at {spec.ready_url} after {timeout:.0f}s"
-                                 + self._log_hint(spec.name))
+                                 + self._log_hint(spec))
 
-    def _log_hint(self, name: str) -> str:
-        path = self.log_path(name)
+    def _log_hint(self, spec: ProcessSpec) -> str:
+        path = self.log_path(spec.name)
         if not path.is_file():
             return ""
-        tail = path.read_text(errors="replace").splitlines()[-25:]
-        return f"; last lines of {path}:\n" + "\n".join(tail)
+        text = path.read_text(errors="replace")
+        reason = spec.explain(text) if spec.explain else None
+        if reason:
+            return f":\n{reason}\n(full log: {path})"
+        return f"; last lines of {path}:\n" + "\n".join(text.splitlines()[-25:])
 
     def stop_all(self) -> None:
         for spec, proc in reversed(self.procs):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from services.common.errors import ConfigurationError
 from services.launcher import RUN_DIR, ProcessSpec
+from services.triton.repository import RenderOptions, render
+from services.triton.server import TritonPorts, triton_process
 
 STACKS = ("fastapi", "triton", "clearml")
 
@@ -22,6 +24,8 @@ class StackOptions:
     port: int = 8080
     model_dir: Path = Path("build/model")
     run_dir: Path = RUN_DIR
+    triton_ports: TritonPorts = TritonPorts()
+    padding: str = "ragged"
 
 
 def _multiproc_dir(options: StackOptions, name: str) -> str:
@@ -47,7 +51,7 @@ def http_service(options: StackOptions, *, name: str, app: str, env_prefix: str,
         "--bind", f"{options.host}:{options.port}", "--workers", str(options.workers),
         "--name", name, app,
     ]
-    return ProcessSpec(name=name, argv=argv, env=env, port=options.port,
+    return ProcessSpec(name=name, argv=argv, env=env, ports=[options.port],
                        ready_url=f"http://127.0.0.1:{options.port}/health/ready")
 
 
@@ -57,4 +61,15 @@ def stack_processes(options: StackOptions) -> list[ProcessSpec]:
     if options.stack == "fastapi":
         return [http_service(options, name="fastapi", app="services.fastapi_stack.app:create_app()",
                              env_prefix="SERVING_")]
-    raise ConfigurationError(f"STACK={options.stack} is not built yet; use STACK=fastapi")
+    if options.stack == "triton":
+        return [triton_service(options, models=["tokenizer", "encoder", "ensemble"])]
+    raise ConfigurationError(f"STACK={options.stack} is not built yet; use STACK=fastapi or STACK=triton")
+
+
+def triton_service(options: StackOptions, *, models: list[str], render_options: RenderOptions | None = None
+                   ) -> ProcessSpec:
+    """The real tritonserver with a repository rendered for this machine (`local` target)."""
+    render_options = render_options or RenderOptions(target="local", batching=options.batching,
+                                                     padding=options.padding)
+    repository = render(options.model_dir, options.run_dir / "triton-repository", render_options)
+    return triton_process(repository, options.run_dir, options.triton_ports, models)

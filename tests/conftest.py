@@ -91,3 +91,53 @@ def fastapi_server(tmp_path_factory, tiny_model) -> Iterator[Server]:
 
 def pytest_configure(config):
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@dataclass
+class TritonServer:
+    http_url: str
+    grpc_url: str
+    metrics_url: str
+    launcher: Launcher
+
+    def stop(self) -> None:
+        self.launcher.stop_all()
+
+
+def start_triton(tmp_path: Path, model_dir: Path, render_options=None,
+                 models: tuple[str, ...] = ("tokenizer", "encoder", "ensemble")) -> TritonServer:
+    """The real tritonserver from the nvidia-pytriton wheel, on free ports."""
+    from services.stacks import triton_service
+    from services.triton.server import TritonPorts
+
+    ports = TritonPorts(free_port(), free_port(), free_port())
+    options = StackOptions(stack="triton", model_dir=model_dir, run_dir=tmp_path, triton_ports=ports)
+    spec = triton_service(options, models=list(models), render_options=render_options)
+    launcher = Launcher(tmp_path)
+    proc = launcher.start(spec, detach=True)
+    try:
+        launcher.wait_ready(spec, proc, timeout=120)
+    except Exception:
+        launcher.stop_all()
+        raise
+    return TritonServer(f"http://127.0.0.1:{ports.http}", f"127.0.0.1:{ports.grpc}",
+                        f"http://127.0.0.1:{ports.metrics}/metrics", launcher)
+
+
+def triton_metric(server: TritonServer, name: str, model: str) -> float:
+    text = httpx.get(server.metrics_url, timeout=10).text
+    prefix = f'{name}{{model="{model}",version="1"}}'
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that contain `text` (to prove a stop left nothing behind)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in args:
+            found.append(args)
+    return found

@@ -1,0 +1,1 @@
+"""Load generation and benchmarks: what users run to decide which stack to deploy."""

@@ -1,0 +1,193 @@
+"""Render the Triton model repository from its source (`model_repository/`) and the model manifest.
+
+Two renderings from one source:
+- `local`: for the tritonserver inside the nvidia-pytriton wheel (Python backend only); the encoder is a
+  Python-backend model over ONNX Runtime, with ragged batching (requests of any length batch together).
+- `container`: for the NGC tritonserver image; the encoder uses the native `onnxruntime_onnx` platform (GPU instance
+  group when asked), so requests batch only at equal shapes: the tokenizer pads to length buckets.
+Every rendered config.pbtxt is parsed and checked against the manifest (`check_repository`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, Manifest, TensorSpec
+from services.common.errors import ConfigurationError
+from services.common.onnx_runner import default_threads
+from services.common.tokenization import default_buckets
+
+SOURCE = Path(__file__).resolve().parents[2] / "model_repository"
+MODELS = ("tokenizer", "encoder", "ensemble")
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    target: str = "local"
+    """local (nvidia-pytriton's tritonserver, Python backend) or container (NGC image, native onnxruntime)."""
+    batching: bool = True
+    """Dynamic batching on the tokenizer and the encoder."""
+    padding: str = "ragged"
+    """ragged: the encoder batches any lengths (local only); bucket: the tokenizer pads to length buckets."""
+    max_batch_size: int = 64
+    max_queue_delay_us: int = 2000
+    """How long the batcher may hold a request waiting for others."""
+    max_queue_size: int = 512
+    """Requests queued per model beyond which Triton rejects with UNAVAILABLE (503) instead of queueing forever."""
+    tokenizer_instances: int = 1
+    encoder_instances: int = 1
+    intra_op_threads: int = 0
+    """ONNX Runtime threads in the local encoder; 0 = all cores."""
+    gpu: bool = False
+    """container target: run the encoder on the GPU (KIND_GPU)."""
+
+    def __post_init__(self):
+        if self.target not in ("local", "container"):
+            raise ConfigurationError(f"TARGET must be local or container, not '{self.target}'")
+        if self.padding not in ("ragged", "bucket"):
+            raise ConfigurationError(f"padding must be ragged or bucket, not '{self.padding}'")
+        if self.target == "container" and self.padding == "ragged":
+            object.__setattr__(self, "padding", "bucket")  # native onnxruntime batches equal shapes only
+
+    @property
+    def ragged(self) -> bool:
+        return self.padding == "ragged"
+
+
+def _dtype(spec: TensorSpec) -> str:
+    return "TYPE_STRING" if spec.dtype == "BYTES" else f"TYPE_{spec.dtype}"
+
+
+def _tensors(specs: list[TensorSpec], ragged: bool = False) -> str:
+    lines = []
+    for spec in specs:
+        dims = ", ".join(str(d) for d in spec.dims)
+        extra = " allow_ragged_batch: true" if ragged else ""
+        lines.append(f'  {{ name: "{spec.name}" data_type: {_dtype(spec)} dims: [ {dims} ]{extra} }}')
+    return ",\n".join(lines)
+
+
+def _maps(kind: str, names: list[str]) -> str:
+    return "\n".join(f'      {kind} {{ key: "{n}" value: "{n}" }}' for n in names)
+
+
+def _dynamic_batching(options: RenderOptions) -> str:
+    if not options.batching:
+        return ""
+    preferred = [size for size in (8, 16, 32) if size <= options.max_batch_size]
+    return (
+        "dynamic_batching {\n"
+        f"  preferred_batch_size: [ {', '.join(map(str, preferred))} ]\n"
+        f"  max_queue_delay_microseconds: {options.max_queue_delay_us}\n"
+        "  default_queue_policy {\n"
+        "    timeout_action: REJECT\n"
+        f"    max_queue_size: {options.max_queue_size}\n"
+        "  }\n"
+        "}"
+    )
+
+
+def render_configs(manifest: Manifest, options: RenderOptions) -> dict[str, str]:
+    """config.pbtxt text for each model."""
+    common = {"max_batch_size": options.max_batch_size, "dynamic_batching": _dynamic_batching(options)}
+    token_outputs = [TensorSpec(name=s.name, dtype=s.dtype, shape=s.shape) for s in manifest.inputs]
+    buckets = default_buckets(manifest.max_seq_length) if options.padding == "bucket" else []
+    if options.target == "local":
+        engine = 'backend: "python"'
+        kind = "KIND_CPU"
+        threads = options.intra_op_threads or default_threads()
+        parameters = f'parameters [ {{ key: "intra_op_threads" value: {{ string_value: "{threads}" }} }} ]'
+    else:
+        engine = 'platform: "onnxruntime_onnx"\ndefault_model_filename: "model.onnx"'
+        kind = "KIND_GPU" if options.gpu else "KIND_CPU"
+        parameters = ""
+    sources = {name: Template((SOURCE / name / "config.pbtxt.tmpl").read_text()) for name in MODELS}
+    return {
+        "tokenizer": sources["tokenizer"].substitute(
+            common, outputs=_tensors(token_outputs), instances=options.tokenizer_instances,
+            max_length=manifest.max_seq_length, buckets=",".join(map(str, buckets)),
+        ),
+        "encoder": sources["encoder"].substitute(
+            common, engine=engine, inputs=_tensors(manifest.inputs, ragged=options.ragged and options.batching),
+            outputs=_tensors(manifest.outputs), instances=options.encoder_instances, kind=kind,
+            parameters=parameters,
+        ),
+        "ensemble": sources["ensemble"].substitute(
+            max_batch_size=options.max_batch_size, outputs=_tensors(manifest.outputs),
+            tokenizer_outputs=_maps("output_map", manifest.input_names),
+            encoder_inputs=_maps("input_map", manifest.input_names),
+            encoder_outputs=_maps("output_map", [manifest.output.name]),
+        ),
+    }
+
+
+def parse_config(text: str) -> model_config_pb2.ModelConfig:
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+def check_repository(configs: dict[str, model_config_pb2.ModelConfig], manifest: Manifest) -> None:
+    """Raise ConfigurationError where a config disagrees with the tensor contract or with another config."""
+
+    def same(config_tensors, specs: list[TensorSpec], where: str) -> None:
+        got = [(t.name, model_config_pb2.DataType.Name(t.data_type), list(t.dims)) for t in config_tensors]
+        want = [(s.name, _dtype(s), s.dims) for s in specs]
+        if got != want:
+            raise ConfigurationError(f"{where} are {got}, the manifest says {want}")
+
+    tokenizer, encoder, ensemble = configs["tokenizer"], configs["encoder"], configs["ensemble"]
+    same(encoder.input, manifest.inputs, "encoder inputs")
+    same(encoder.output, manifest.outputs, "encoder outputs")
+    same(tokenizer.output, manifest.inputs, "tokenizer outputs")
+    same(ensemble.output, manifest.outputs, "ensemble outputs")
+    if ensemble.max_batch_size > min(tokenizer.max_batch_size, encoder.max_batch_size):
+        raise ConfigurationError("the ensemble's max_batch_size exceeds a composing model's")
+    steps = {step.model_name: step for step in ensemble.ensemble_scheduling.step}
+    if set(steps) != {"tokenizer", "encoder"}:
+        raise ConfigurationError(f"ensemble steps are {sorted(steps)}, expected tokenizer and encoder")
+    produced = set(steps["tokenizer"].output_map.values())
+    consumed = set(steps["encoder"].input_map.values())
+    if consumed - produced or set(steps["encoder"].input_map) != set(manifest.input_names):
+        raise ConfigurationError("the ensemble feeds the encoder tensors the tokenizer does not produce")
+    if dict(steps["encoder"].output_map) != {manifest.output.name: manifest.output.name}:
+        raise ConfigurationError("the ensemble does not return the encoder's contract output")
+    for name, config in configs.items():
+        if config.HasField("dynamic_batching"):
+            policy = config.dynamic_batching.default_queue_policy
+            if policy.max_queue_size <= 0:
+                raise ConfigurationError(f"{name}: dynamic batching needs a bounded max_queue_size")
+
+
+def _place(src: Path, dst: Path, link: bool) -> None:
+    dst.unlink(missing_ok=True)
+    if link:
+        os.symlink(src.resolve(), dst)
+    else:
+        shutil.copy2(src, dst)
+
+
+def render(model_dir: Path, out_dir: Path, options: RenderOptions) -> Path:
+    """Write a runnable model repository to `out_dir` (replacing it)."""
+    manifest = Manifest.load(model_dir)
+    texts = render_configs(manifest, options)
+    check_repository({name: parse_config(text) for name, text in texts.items()}, manifest)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    link = options.target == "local"  # a container build must carry real files
+    for name in MODELS:
+        version = out_dir / name / "1"
+        version.mkdir(parents=True)
+        (out_dir / name / "config.pbtxt").write_text(texts[name])
+        source_py = SOURCE / name / "model.py"
+        if source_py.exists() and not (name == "encoder" and options.target == "container"):
+            shutil.copy2(source_py, version / "model.py")
+    _place(model_dir / TOKENIZER_FILE, out_dir / "tokenizer" / "1" / TOKENIZER_FILE, link)
+    _place(model_dir / MODEL_FILE, out_dir / "encoder" / "1" / MODEL_FILE, link)
+    _place(model_dir / MANIFEST_FILE, out_dir / "encoder" / "1" / MANIFEST_FILE, link)
+    return out_dir

@@ -1,0 +1,125 @@
+"""Run the real tritonserver binary that ships inside the nvidia-pytriton wheel, without Docker.
+
+The wheel carries Triton 2.51 with the Python backend only. `prepare_backends` copies the backend directory to a
+writable place and puts the stub for this Python version into it; the stub imports packages from the `python3`
+first on PATH, so the virtual environment's bin goes first.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.common.errors import ConfigurationError
+from services.launcher import ProcessSpec
+
+PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@dataclass(frozen=True)
+class TritonPorts:
+    http: int = 8000
+    grpc: int = 8001
+    metrics: int = 8002
+
+
+@dataclass(frozen=True)
+class TritonInstall:
+    root: Path  # .../site-packages/pytriton/tritonserver
+    libs: Path  # .../site-packages/nvidia_pytriton.libs
+
+    @property
+    def binary(self) -> Path:
+        return self.root / "bin" / "tritonserver"
+
+    @property
+    def stub(self) -> Path:
+        return self.root / "python_backend_stubs" / PY_VERSION / "triton_python_backend_stub"
+
+
+def find_install() -> TritonInstall:
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigurationError("nvidia-pytriton is not installed: run `make setup`")
+    package = Path(list(spec.submodule_search_locations)[0])
+    install = TritonInstall(package / "tritonserver", package.parent / "nvidia_pytriton.libs")
+    if not install.binary.is_file():
+        raise ConfigurationError(f"no tritonserver binary at {install.binary}")
+    if not install.stub.is_file():
+        raise ConfigurationError(f"nvidia-pytriton has no Python-backend stub for Python {PY_VERSION}")
+    return install
+
+
+def missing_libraries(install: TritonInstall, binary: Path) -> list[str]:
+    """Shared libraries `binary` needs that the loader cannot find (e.g. the system libpython3.11)."""
+    result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True,
+                            env={"LD_LIBRARY_PATH": str(install.libs)})
+    return [line.split()[0] for line in result.stdout.splitlines() if "not found" in line]
+
+
+def prepare_backends(install: TritonInstall, dest: Path) -> Path:
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(install.root / "backends", dest, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(install.stub, dest / "python" / "triton_python_backend_stub")
+    return dest
+
+
+def check_environment(install: TritonInstall) -> None:
+    for binary in (install.binary, install.stub):
+        missing = missing_libraries(install, binary)
+        if missing:
+            hint = " (Debian: apt-get install libpython3.11)" if any("libpython" in m for m in missing) else ""
+            raise ConfigurationError(f"{binary.name} cannot start: missing {', '.join(missing)}{hint}")
+
+
+def triton_process(repository: Path, run_dir: Path, ports: TritonPorts, models: list[str], *,
+                   extra_args: list[str] | None = None, name: str = "triton") -> ProcessSpec:
+    install = find_install()
+    check_environment(install)
+    backends = prepare_backends(install, run_dir / f"{name}-backends")
+    venv_bin = str(Path(sys.executable).parent)
+    argv = [
+        str(install.binary),
+        f"--model-repository={repository.resolve()}",
+        f"--backend-directory={backends.resolve()}",
+        "--model-control-mode=explicit",
+        *[f"--load-model={model}" for model in models],
+        f"--http-port={ports.http}",
+        f"--grpc-port={ports.grpc}",
+        f"--metrics-port={ports.metrics}",
+        "--allow-metrics=true",
+        "--allow-gpu-metrics=false",
+        "--allow-cpu-metrics=true",
+        "--strict-readiness=true",
+        "--exit-on-error=true",
+        "--log-verbose=0",
+        *(extra_args or []),
+    ]
+    env = {
+        "LD_LIBRARY_PATH": str(install.libs),
+        "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    return ProcessSpec(name=name, argv=argv, env=env, ports=[ports.http, ports.grpc, ports.metrics],
+                       ready_url=f"http://127.0.0.1:{ports.http}/v2/health/ready", stop_timeout=30,
+                       explain=explain_log)
+
+
+_LOAD_FAILURE = re.compile(r"failed to load '([^']+)'[^:]*: (.*)")
+
+
+def explain_log(log_text: str) -> str | None:
+    """The model-load failures in a Triton log, as one readable message; None when there are none."""
+    failures = []
+    for line in log_text.splitlines():
+        match = _LOAD_FAILURE.search(line)
+        if match:
+            failures.append(f"model '{match.group(1)}' failed to load: {match.group(2).strip()}")
+    return "\n".join(dict.fromkeys(failures)) or None

@@ -1,0 +1,68 @@
+"""Every rendering of the model repository parses as a Triton ModelConfig and matches the tensor contract."""
+
+import pytest
+from tritonclient.grpc import model_config_pb2
+
+from services.common.contract import Manifest
+from services.common.errors import ConfigurationError
+from services.triton.repository import RenderOptions, check_repository, parse_config, render, render_configs
+
+
+@pytest.mark.parametrize("target", ["local", "container"])
+@pytest.mark.parametrize("batching", [True, False])
+@pytest.mark.parametrize("fixture", ["tiny_model", "tiny_classifier"])
+def test_renderings_match_the_contract(request, target, batching, fixture):
+    manifest = Manifest.load(request.getfixturevalue(fixture))
+    options = RenderOptions(target=target, batching=batching)
+    configs = {name: parse_config(text) for name, text in render_configs(manifest, options).items()}
+    check_repository(configs, manifest)
+    encoder = configs["encoder"]
+    assert [i.name for i in encoder.input] == manifest.input_names
+    assert encoder.output[0].name == manifest.output.name
+    for name in ("tokenizer", "encoder"):
+        assert configs[name].HasField("dynamic_batching") == batching
+        if batching:
+            assert configs[name].dynamic_batching.default_queue_policy.max_queue_size > 0
+            assert configs[name].dynamic_batching.default_queue_policy.timeout_action == \
+                model_config_pb2.ModelQueuePolicy.REJECT
+    if target == "local":
+        assert encoder.backend == "python"
+        assert all(i.allow_ragged_batch == batching for i in encoder.input)
+    else:
+        assert encoder.platform == "onnxruntime_onnx"
+        assert not any(i.allow_ragged_batch for i in encoder.input)
+        buckets = {p: v.string_value for p, v in configs["tokenizer"].parameters.items()}["buckets"]
+        assert buckets.split(",")[-1] == str(manifest.max_seq_length)
+
+
+def test_container_gpu_rendering_uses_a_gpu_instance_group(tiny_model):
+    manifest = Manifest.load(tiny_model)
+    configs = render_configs(manifest, RenderOptions(target="container", gpu=True))
+    assert parse_config(configs["encoder"]).instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
+
+
+def test_check_catches_a_config_that_drifted_from_the_contract(tiny_model):
+    manifest = Manifest.load(tiny_model)
+    configs = {n: parse_config(t) for n, t in render_configs(manifest, RenderOptions()).items()}
+    configs["encoder"].input[0].data_type = model_config_pb2.TYPE_INT32
+    with pytest.raises(ConfigurationError, match="encoder inputs"):
+        check_repository(configs, manifest)
+    configs = {n: parse_config(t) for n, t in render_configs(manifest, RenderOptions()).items()}
+    del configs["ensemble"].ensemble_scheduling.step[1].input_map["attention_mask"]
+    with pytest.raises(ConfigurationError, match="does not produce|feeds"):
+        check_repository(configs, manifest)
+
+
+def test_render_writes_a_runnable_layout(tiny_model, tmp_path):
+    out = render(tiny_model, tmp_path / "repo", RenderOptions(target="container"))
+    assert (out / "encoder" / "1" / "model.onnx").is_file() and not (out / "encoder" / "1" / "model.onnx").is_symlink()
+    assert not (out / "encoder" / "1" / "model.py").exists(), "the native backend needs no model.py"
+    assert (out / "tokenizer" / "1" / "model.py").is_file()
+    assert (out / "ensemble" / "1").is_dir()
+    local = render(tiny_model, tmp_path / "local", RenderOptions(target="local"))
+    assert (local / "encoder" / "1" / "model.py").is_file()
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ConfigurationError, match="TARGET"):
+        RenderOptions(target="cloud")
