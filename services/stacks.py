@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.common.contract import Manifest
 from services.common.errors import ConfigurationError
+from services.common.tokenization import default_buckets
 from services.launcher import RUN_DIR, ProcessSpec
 from services.triton.repository import RenderOptions, render
 from services.triton.server import TritonPorts, triton_process
@@ -63,7 +66,14 @@ def stack_processes(options: StackOptions) -> list[ProcessSpec]:
                              env_prefix="SERVING_")]
     if options.stack == "triton":
         return [triton_service(options, models=["tokenizer", "encoder", "ensemble"])]
-    raise ConfigurationError(f"STACK={options.stack} is not built yet; use STACK=fastapi or STACK=triton")
+    # clearml: Triton serves the encoder alone; the gateway's workers tokenize and call it over gRPC.
+    triton = triton_service(options, models=["encoder"])
+    env = {"GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{options.triton_ports.grpc}"}
+    if options.padding == "bucket":
+        env["GATEWAY_BUCKETS"] = json.dumps(default_buckets(Manifest.load(options.model_dir).max_seq_length))
+    gateway = http_service(options, name="gateway", app="services.gateway.app:create_app()", env_prefix="GATEWAY_",
+                           extra_env=env)
+    return [triton, gateway]
 
 
 def triton_service(options: StackOptions, *, models: list[str], render_options: RenderOptions | None = None

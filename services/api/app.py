@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -23,10 +23,12 @@ from services.common.tokenization import TextTokenizer
 log = logging.getLogger(__name__)
 
 BackendFactory = Callable[[ApiSettings, Manifest], InferenceBackend]
+# Called once the data plane exists; may attach more to it; returns an async cleanup.
+Extension = Callable[[DataPlane], Awaitable[Callable[[], Awaitable[None]]]]
 
 
 def create_app(settings: ApiSettings, backend_factory: BackendFactory, *, service_name: str,
-               buckets: list[int] | None = None) -> FastAPI:
+               buckets: list[int] | None = None, extension: Extension | None = None) -> FastAPI:
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
 
@@ -40,6 +42,7 @@ def create_app(settings: ApiSettings, backend_factory: BackendFactory, *, servic
         dataplane = DataPlane(settings, manifest, tokenizer, backend)
         app.state.dataplane = dataplane
         metrics.MODEL_INFO.labels(manifest.name, manifest.version, manifest.task).set(1)
+        cleanup = await extension(dataplane) if extension else None
         await dataplane.warm_up()
         log.info("serving %s v%s (%s) on endpoint '%s'", manifest.name, manifest.version, manifest.task,
                  settings.endpoint)
@@ -47,6 +50,8 @@ def create_app(settings: ApiSettings, backend_factory: BackendFactory, *, servic
             yield
         finally:
             dataplane.ready = False
+            if cleanup:
+                await cleanup()
             await backend.stop()
             shutdown_tracing()
 

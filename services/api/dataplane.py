@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,8 @@ class DataPlane:
         self.backend = backend
         self.inflight = 0
         self.ready = False
+        # The gateway adds configured endpoints (clearml-serving style); name -> endpoint with `serve`, or None.
+        self.configured_endpoint: Callable[[str], Any] = lambda name: None
 
     def check_endpoint(self, endpoint: str, version: str | None = None) -> None:
         if endpoint != self.settings.endpoint:
@@ -103,7 +106,7 @@ class DataPlane:
                 encoded = self.tokenizer.encode(texts, truncate=truncate)
             else:
                 encoded = await asyncio.to_thread(self.tokenizer.encode, texts, truncate=truncate)
-        with stage("inference"):
+        with stage(getattr(self.backend, "stage", "inference")):
             outputs = await self.backend.infer(encoded)
         metrics.TEXTS.observe(len(texts))
         metrics.TOKENS.inc(sum(encoded.token_counts))

@@ -53,6 +53,15 @@ def _serve_payload(dataplane: DataPlane, prediction: Prediction, single: bool) -
 
 async def _serve(request: Request, endpoint: str, version: str | None) -> Response:
     dataplane = _dataplane(request)
+    configured = dataplane.configured_endpoint(endpoint)
+    if configured is not None:
+        with dataplane.admit():
+            with stage("parse"):
+                body = await read_json(request, dataplane.settings.max_body_bytes)
+            result = await configured.serve(version, body)
+            headers = {"x-model-name": endpoint, "x-model-version": configured.version}
+            return Response(orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json",
+                            headers=headers)
     dataplane.check_endpoint(endpoint, version)
     with dataplane.admit():
         with stage("parse"):

@@ -1,0 +1,127 @@
+"""Configured endpoints: clearml-serving style preprocess -> engine -> postprocess, with per-stage latency."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from observability import metrics
+from services.api.dataplane import stage
+from services.common.contract import Manifest
+from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
+from services.common.onnx_runner import OnnxModel
+from services.gateway.endpoints import EndpointConfig, EndpointsFile
+from services.gateway.preprocess import UserPreprocess
+from services.gateway.triton_client import TritonClient
+
+log = logging.getLogger(__name__)
+
+
+def statistics_collector(endpoint: str):
+    """clearml-serving's `collect_custom_statistics_fn`: numbers go to a histogram, other values to a counter."""
+
+    def collect(values: dict) -> None:
+        for key, value in (values or {}).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                metrics.CUSTOM_LABELS.labels(endpoint, str(key), str(value)[:64]).inc()
+            else:
+                metrics.CUSTOM_VALUES.labels(endpoint, str(key)).observe(float(value))
+
+    return collect
+
+
+@dataclass
+class ConfiguredEndpoint:
+    name: str
+    config: EndpointConfig
+    triton: TritonClient
+    preprocess: UserPreprocess | None
+    onnx: OnnxModel | None
+
+    @property
+    def version(self) -> str:
+        return self.config.version or "1"
+
+    async def serve(self, version: str | None, body: Any) -> Any:
+        if version is not None and self.config.version is not None and version != self.config.version:
+            raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.config.version}'")
+        state: dict = {}
+        collect = statistics_collector(self.name)
+        data = body
+        with stage("preprocess"):
+            if self.preprocess and self.preprocess.has("preprocess"):
+                try:
+                    data = await self.preprocess.call("preprocess", body, state, collect)
+                except ServingError:
+                    raise
+                except Exception as exc:  # the user's code rejected the body
+                    raise InvalidInput(f"preprocess of endpoint '{self.name}' failed: {exc}") from None
+        with stage("triton" if self.config.engine == "triton" else "inference"):
+            data = await self._process(data, state, collect)
+        with stage("postprocess"):
+            if self.preprocess and self.preprocess.has("postprocess"):
+                try:
+                    data = await self.preprocess.call("postprocess", data, state, collect)
+                except ServingError:
+                    raise
+                except Exception as exc:
+                    raise ServingError(f"postprocess of endpoint '{self.name}' failed: {exc}") from None
+        return data
+
+    async def _process(self, data: Any, state: dict, collect) -> Any:
+        if self.config.engine == "custom" or (self.preprocess and self.preprocess.has("process")):
+            if not (self.preprocess and self.preprocess.has("process")):
+                raise ConfigurationError(f"endpoint '{self.name}' is custom but its Preprocess has no process()")
+            return await self.preprocess.call("process", data, state, collect)
+        specs = self.config.inputs
+        arrays = [data] if len(specs) == 1 else list(data)
+        if len(arrays) != len(specs):
+            raise InvalidInput(f"preprocess returned {len(arrays)} inputs; endpoint '{self.name}' declares {len(specs)}")
+        try:
+            feeds = {spec.name: np.asarray(array, dtype=spec.numpy_dtype) for spec, array in zip(specs, arrays)}
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"preprocess output does not fit the declared inputs: {exc}") from None
+        names = [spec.name for spec in self.config.outputs]
+        if self.config.engine == "onnxruntime":
+            assert self.onnx is not None
+            outputs = {names[0]: await asyncio.to_thread(self.onnx.run, feeds)}
+        else:
+            outputs = await self.triton.infer(self.config.model, feeds, names, version=self.config.model_version)
+        return outputs[names[0]] if len(names) == 1 else [outputs[n] for n in names]
+
+
+class EndpointRegistry:
+    """An immutable set of configured endpoints, built in one go from the endpoint file."""
+
+    def __init__(self, endpoints: dict[str, ConfiguredEndpoint]):
+        self.endpoints = endpoints
+
+    def get(self, name: str) -> ConfiguredEndpoint | None:
+        return self.endpoints.get(name)
+
+    @classmethod
+    def build(cls, file: EndpointsFile, triton: TritonClient, serving_url: str, base_dir: Path) -> "EndpointRegistry":
+        endpoints = {}
+        for name, config in file.endpoints.items():
+            if config.engine != "custom" and not config.outputs:
+                raise ConfigurationError(f"endpoint '{name}' declares no outputs")
+            if config.engine == "triton" and not config.model:
+                raise ConfigurationError(f"endpoint '{name}' uses the triton engine but names no model")
+            preprocess = None
+            if config.preprocess:
+                path = Path(config.preprocess)
+                path = path if path.is_absolute() else base_dir / path
+                preprocess = UserPreprocess(path, config, model_file=config.model_file,
+                                            serving_url=serving_url)
+            onnx = None
+            if config.engine == "onnxruntime":
+                model_dir = Path(config.model or "")
+                model_dir = model_dir if model_dir.is_absolute() else base_dir / model_dir
+                onnx = OnnxModel(model_dir, Manifest.load(model_dir))
+            endpoints[name] = ConfiguredEndpoint(name, config, triton, preprocess, onnx)
+        return cls(endpoints)

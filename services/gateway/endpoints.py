@@ -1,0 +1,110 @@
+"""Endpoints are configuration: a JSON file declares each endpoint's engine, Triton model, preprocess code and
+tensors. Workers reload it when it changes, building the new registry beside the old one and swapping it in one
+assignment: requests in flight finish on the old one, no request waits for the reload (clearml-serving pauses all
+traffic on a change; this does not).
+
+    {"endpoints": {"sst2": {"engine": "triton", "model": "encoder", "preprocess": "preprocess.py",
+                            "inputs": [{"name": "input_ids", "dtype": "INT64", "shape": [-1, -1]}, ...],
+                            "outputs": [{"name": "logits", "dtype": "FP32", "shape": [-1, 2]}]}}}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from services.common.contract import TensorSpec
+from services.common.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+
+class EndpointConfig(BaseModel):
+    engine: Literal["triton", "onnxruntime", "custom"] = "triton"
+    """triton: send the preprocess output to a Triton model over gRPC; onnxruntime: run an exported model
+    in-process; custom: the preprocess class's own `process`."""
+    model: str | None = None
+    """triton: the Triton model name; onnxruntime: an exported model directory (manifest.json, model.onnx)."""
+    model_version: str = ""
+    """Triton model version ('' = Triton's policy)."""
+    version: str | None = None
+    """The version in /serve/{endpoint}/{version}; None accepts any."""
+    preprocess: str | None = None
+    """Path of a Python file defining `class Preprocess` (clearml-serving's contract)."""
+    model_file: str | None = None
+    """Passed to `Preprocess.load(local_file_name)`."""
+    inputs: list[TensorSpec] = Field(default_factory=list)
+    outputs: list[TensorSpec] = Field(default_factory=list)
+
+
+class EndpointsFile(BaseModel):
+    endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path) -> "EndpointsFile":
+        if not path.is_file():
+            return cls()
+        try:
+            return cls.model_validate_json(path.read_text())
+        except ValidationError as exc:
+            raise ConfigurationError(f"endpoint file {path} is invalid: {exc}") from None
+
+    def write(self, path: Path) -> None:
+        """Atomic replace, so a worker never reads a half-written file."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.model_dump(exclude_defaults=True), indent=2) + "\n")
+        os.replace(tmp, path)
+
+
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+class EndpointWatcher:
+    """Polls the endpoint file; on a change builds a new registry off the event loop and swaps it in."""
+
+    def __init__(self, path: Path, build, interval: float):
+        self.path = path
+        self.build = build  # EndpointsFile -> registry object
+        self.interval = interval
+        self.stamp = file_stamp(path)
+        self.current = build(EndpointsFile.read(path))
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            await self.check()
+
+    async def check(self) -> bool:
+        stamp = file_stamp(self.path)
+        if stamp == self.stamp:
+            return False
+        try:
+            registry = await asyncio.to_thread(lambda: self.build(EndpointsFile.read(self.path)))
+        except Exception as exc:  # noqa: BLE001 - keep serving the last good configuration
+            log.error("endpoint file %s not applied, still serving the previous one: %s", self.path, exc)
+            self.stamp = stamp
+            return False
+        self.current = registry
+        self.stamp = stamp
+        log.info("endpoint configuration reloaded from %s", self.path)
+        return True
