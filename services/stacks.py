@@ -29,6 +29,7 @@ class StackOptions:
     run_dir: Path = RUN_DIR
     triton_ports: TritonPorts = TritonPorts()
     padding: str = "ragged"
+    endpoints_file: Path = Path("endpoints.json")
 
 
 def _multiproc_dir(options: StackOptions, name: str) -> str:
@@ -68,7 +69,8 @@ def stack_processes(options: StackOptions) -> list[ProcessSpec]:
         return [triton_service(options, models=["tokenizer", "encoder", "ensemble"])]
     # clearml: Triton serves the encoder alone; the gateway's workers tokenize and call it over gRPC.
     triton = triton_service(options, models=["encoder"])
-    env = {"GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{options.triton_ports.grpc}"}
+    env = {"GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{options.triton_ports.grpc}",
+           "GATEWAY_ENDPOINTS_FILE": str(options.endpoints_file.resolve())}
     if options.padding == "bucket":
         env["GATEWAY_BUCKETS"] = json.dumps(default_buckets(Manifest.load(options.model_dir).max_seq_length))
     gateway = http_service(options, name="gateway", app="services.gateway.app:create_app()", env_prefix="GATEWAY_",

@@ -141,3 +141,17 @@ def processes_mentioning(text: str) -> list[str]:
         if text in args:
             found.append(args)
     return found
+
+
+def start_gateway(tmp_path: Path, model_dir: Path, triton: TritonServer, *, workers: int = 2,
+                  env: dict[str, str] | None = None) -> Server:
+    """STACK=clearml's gateway (gunicorn + uvicorn workers) in front of a running Triton."""
+    settings = {"GATEWAY_TRITON_GRPC_URL": triton.grpc_url, "GATEWAY_ENDPOINTS_FILE": str(tmp_path / "endpoints.json"),
+                "GATEWAY_ENDPOINTS_POLL_INTERVAL": "0.2", **(env or {})}
+    return start_http_stack(tmp_path, model_dir, workers=workers, env=settings,
+                            app="services.gateway.app:create_app()", env_prefix="GATEWAY_")
+
+
+def worker_pids(master_pid: int) -> set[int]:
+    children = Path(f"/proc/{master_pid}/task/{master_pid}/children")
+    return {int(pid) for pid in children.read_text().split()} if children.exists() else set()
