@@ -38,9 +38,6 @@ STAGE_LATENCY = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 INFLIGHT = Gauge("serving_inflight_requests", "Requests being handled now", multiprocess_mode="livesum")
-TEXTS = Histogram(
-    "serving_request_texts", "Texts per request", buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256)
-)
 TOKENS = Counter("serving_tokens_total", "Tokens processed (after truncation)")
 TRUNCATED = Counter("serving_truncated_texts_total", "Texts truncated to the model's maximum length")
 MODEL_INFO = Gauge(

@@ -21,7 +21,8 @@ class TritonPythonModel:
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         here = Path(args["model_repository"]) / args["model_version"]
         manifest = Manifest.load(here)
-        self.model = OnnxModel(here, manifest, threads=int(params.get("intra_op_threads", "1")))
+        self.model = OnnxModel(here, manifest, threads=int(params.get("intra_op_threads", "1")),
+                               spin=params.get("spin", "false") == "true")
         self.input_names = [i["name"] for i in config["input"]]
         self.output_name = config["output"][0]["name"]
 

@@ -6,13 +6,14 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from observability import metrics
 from observability.logging import setup_logging
 from observability.tracing import setup_tracing, shutdown_tracing
 from services.api.dataplane import DataPlane
 from services.api.errors import install_error_handlers
+from services.api.fastpath import ServeFastPath
 from services.api.middleware import ObservabilityMiddleware
 from services.api.routes import router
 from services.common.backend import InferenceBackend
@@ -28,7 +29,9 @@ Extension = Callable[[DataPlane], Awaitable[Callable[[], Awaitable[None]]]]
 
 
 def create_app(settings: ApiSettings, backend_factory: BackendFactory, *, service_name: str,
-               buckets: list[int] | None = None, extension: Extension | None = None) -> FastAPI:
+               buckets: list[int] | None = None, extension: Extension | None = None,
+               routers: tuple[APIRouter, ...] = ()):
+    """The ASGI app a server runs: observability outermost, then the /serve fast path, then FastAPI."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
 
@@ -57,6 +60,7 @@ def create_app(settings: ApiSettings, backend_factory: BackendFactory, *, servic
 
     app = FastAPI(title=f"{service_name} serving API", lifespan=lifespan)
     app.include_router(router)
+    for extra in routers:
+        app.include_router(extra)
     install_error_handlers(app)
-    app.add_middleware(ObservabilityMiddleware, service_name=service_name)
-    return app
+    return ObservabilityMiddleware(ServeFastPath(app, app), service_name=service_name)

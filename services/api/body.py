@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar
 
 import orjson
@@ -13,19 +14,28 @@ from services.common.errors import BadRequest, InvalidInput, PayloadTooLarge
 Model = TypeVar("Model", bound=BaseModel)
 
 
-async def read_json(request: Request, limit: int) -> Any:
-    declared = request.headers.get("content-length")
+async def read_body(chunks: AsyncIterator[bytes], headers: Mapping[str, str], limit: int) -> bytes:
+    """The whole body, refusing (413) as soon as it is over `limit` bytes."""
+    declared = headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"request body of {declared} bytes is over the limit of {limit} bytes")
     body = bytearray()
-    async for chunk in request.stream():
+    async for chunk in chunks:
         body += chunk
         if len(body) > limit:
             raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
+    return bytes(body)
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    return parse_json(await read_body(request.stream(), request.headers, limit))
+
+
+def parse_json(body: bytes) -> Any:
     if not body:
         raise BadRequest('empty request body: send JSON such as {"text": "hello world"}')
     try:
-        bytes(body).decode("utf-8")
+        body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"request body is not valid UTF-8 (byte {exc.start}): send UTF-8 encoded JSON") from None
     try:

@@ -37,13 +37,19 @@ class Prediction:
     truncated: list[bool]
 
 
+_STAGES: dict[str, Any] = {}
+
+
 @contextmanager
 def stage(name: str) -> Iterator[None]:
     start = time.perf_counter()
     try:
         yield
     finally:
-        metrics.STAGE_LATENCY.labels(name).observe(time.perf_counter() - start)
+        child = _STAGES.get(name)
+        if child is None:
+            child = _STAGES[name] = metrics.STAGE_LATENCY.labels(name)
+        child.observe(time.perf_counter() - start)
 
 
 class DataPlane:
@@ -108,7 +114,6 @@ class DataPlane:
                 encoded = await asyncio.to_thread(self.tokenizer.encode, texts, truncate=truncate)
         with stage(getattr(self.backend, "stage", "inference")):
             outputs = await self.backend.infer(encoded)
-        metrics.TEXTS.observe(len(texts))
         metrics.TOKENS.inc(sum(encoded.token_counts))
         if any(encoded.truncated):
             metrics.TRUNCATED.inc(sum(encoded.truncated))

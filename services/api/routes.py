@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 import orjson
@@ -10,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from observability.metrics import metrics_payload
-from services.api.body import read_json, validate
+from services.api.body import parse_json, read_body, read_json, validate
 from services.api.dataplane import DataPlane, Prediction, stage
 from services.common.errors import InvalidInput
 from services.common.outputs import classify
@@ -51,13 +52,14 @@ def _serve_payload(dataplane: DataPlane, prediction: Prediction, single: bool) -
     return payload
 
 
-async def _serve(request: Request, endpoint: str, version: str | None) -> Response:
-    dataplane = _dataplane(request)
+async def serve_core(dataplane: DataPlane, endpoint: str, version: str | None,
+                     read: Callable[[], Awaitable[bytes]]) -> Response:
+    """`/serve/{endpoint}[/{version}]`, shared by the FastAPI route and the raw-ASGI fast path (`fastpath`)."""
     configured = dataplane.configured_endpoint(endpoint)
     if configured is not None:
         with dataplane.admit():
             with stage("parse"):
-                body = await read_json(request, dataplane.settings.max_body_bytes)
+                body = parse_json(await read())
             result = await configured.serve(version, body)
             headers = {"x-model-name": endpoint, "x-model-version": configured.version}
             return Response(orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json",
@@ -65,10 +67,17 @@ async def _serve(request: Request, endpoint: str, version: str | None) -> Respon
     dataplane.check_endpoint(endpoint, version)
     with dataplane.admit():
         with stage("parse"):
-            body = validate(ServeRequest, await read_json(request, dataplane.settings.max_body_bytes))
+            body = validate(ServeRequest, parse_json(await read()))
         prediction = await dataplane.predict(body.batch, body.truncate)
         with stage("postprocess"):
             return _json(dataplane, _serve_payload(dataplane, prediction, body.text is not None))
+
+
+async def _serve(request: Request, endpoint: str, version: str | None) -> Response:
+    dataplane = _dataplane(request)
+    limit = dataplane.settings.max_body_bytes
+    return await serve_core(dataplane, endpoint, version,
+                            lambda: read_body(request.stream(), request.headers, limit))
 
 
 @router.post("/serve/{endpoint}", summary="Run the endpoint's model on a text or a list of texts")

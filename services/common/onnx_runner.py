@@ -18,13 +18,18 @@ def default_threads(workers: int = 1) -> int:
 
 
 class OnnxModel:
-    def __init__(self, model_dir: Path | str, manifest: Manifest, *, threads: int = 1, providers: list[str] | None = None):
+    def __init__(self, model_dir: Path | str, manifest: Manifest, *, threads: int = 1,
+                 providers: list[str] | None = None, spin: bool = True):
+        """`spin=False` stops idle intra-op threads from busy-waiting: better when other processes (tokenizing
+        workers, a load generator) share the cores."""
         self.manifest = manifest
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if not spin:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         available = ort.get_available_providers()
         chosen = [p for p in (providers or ["CPUExecutionProvider"]) if p in available] or ["CPUExecutionProvider"]
         self.session = ort.InferenceSession(str(Path(model_dir) / MODEL_FILE), options, providers=chosen)

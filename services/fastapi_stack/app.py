@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-
 from services.api.app import create_app as create_api
 from services.common.settings import ApiSettings
 from services.fastapi_stack.backend import LocalOnnxBackend
 
 
-def create_app(settings: ApiSettings | None = None) -> FastAPI:
+def create_app(settings: ApiSettings | None = None):
     return create_api(settings or ApiSettings(), LocalOnnxBackend, service_name="fastapi")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-
 from services.api.app import create_app as create_api
 from services.api.dataplane import DataPlane
 from services.gateway.backend import TritonBackend
@@ -13,7 +11,7 @@ from services.gateway.settings import GatewaySettings
 from services.gateway.v2 import router as v2_router
 
 
-def create_app(settings: GatewaySettings | None = None) -> FastAPI:
+def create_app(settings: GatewaySettings | None = None):
     settings = settings or GatewaySettings()
 
     async def attach_endpoints(dataplane: DataPlane):
@@ -32,7 +30,5 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         watcher.start()
         return watcher.stop
 
-    app = create_api(settings, TritonBackend, service_name="gateway", buckets=settings.buckets or None,
-                     extension=attach_endpoints)
-    app.include_router(v2_router)
-    return app
+    return create_api(settings, TritonBackend, service_name="gateway", buckets=settings.buckets or None,
+                      extension=attach_endpoints, routers=(v2_router,))
