@@ -121,5 +121,6 @@ def explain_log(log_text: str) -> str | None:
     for line in log_text.splitlines():
         match = _LOAD_FAILURE.search(line)
         if match:
-            failures.append(f"model '{match.group(1)}' failed to load: {match.group(2).strip()}")
+            reason = match.group(2).split("\\n\\nAt:")[0].strip().rstrip('"')  # drop the Python-backend stack
+            failures.append(f"model '{match.group(1)}' failed to load: {reason}")
     return "\n".join(dict.fromkeys(failures)) or None

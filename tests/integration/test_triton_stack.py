@@ -136,3 +136,19 @@ def test_a_full_queue_is_rejected_not_queued_forever(tmp_path, tiny_model):
         assert infer_json(server.http_url, ["after the burst"]).status_code == 200
     finally:
         server.stop()
+
+
+def test_a_model_that_fails_to_load_gets_a_readable_reason(tmp_path, tiny_model):
+    from services.common.errors import ConfigurationError
+
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    for name in ("manifest.json", "tokenizer.json"):
+        (broken / name).write_bytes((tiny_model / name).read_bytes())
+    (broken / "model.onnx").write_bytes(b"this is not an onnx file")
+    with pytest.raises(ConfigurationError) as info:
+        start_triton(tmp_path / "run", broken, RenderOptions(), models=("encoder",))
+    message = str(info.value)
+    assert "model 'encoder' failed to load" in message and "Protobuf parsing failed" in message, message
+    assert "_create_inference_session" not in message, "the Python stack is left in the log file"
+    assert processes_mentioning(str(tmp_path)) == []

@@ -66,3 +66,15 @@ def test_render_writes_a_runnable_layout(tiny_model, tmp_path):
 def test_bad_options_are_refused():
     with pytest.raises(ConfigurationError, match="TARGET"):
         RenderOptions(target="cloud")
+
+
+def test_explain_log_turns_triton_load_failures_into_one_message():
+    from services.triton.server import explain_log
+
+    log = (
+        'I1129 17:35:00.1 1 model_lifecycle.cc:472] "loading: encoder:1"\n'
+        'E1129 17:35:01.2 1 model_lifecycle.cc:654] "failed to load \'encoder\' version 1: Internal: '
+        'onnxruntime could not load model.onnx"\n'
+    )
+    assert explain_log(log) == "model 'encoder' failed to load: Internal: onnxruntime could not load model.onnx"
+    assert explain_log("I ... all good") is None
