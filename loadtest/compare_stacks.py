@@ -98,7 +98,7 @@ def run_stack(model_dir: Path, stack: str, workers: int, batching: bool, seconds
         launcher = Launcher(Path(run_dir))
         try:
             for spec in stack_processes(options):
-                launcher.wait_ready(spec, launcher.start(spec, detach=True), 180)
+                launcher.start_ready(spec, detach=True, timeout=180)
             if stack == "triton":
                 url = f"http://127.0.0.1:{ports.http}/v2/models/ensemble/infer"
                 body = json.dumps({"inputs": [{"name": "TEXT", "shape": [1, 1], "datatype": "BYTES",

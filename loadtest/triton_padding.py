@@ -77,7 +77,7 @@ def main(
             spec = triton_service(options, models=["tokenizer", "encoder", "ensemble"])
             launcher = Launcher(Path(run_dir))
             try:
-                launcher.wait_ready(spec, launcher.start(spec, detach=True), 180)
+                launcher.start_ready(spec, detach=True, timeout=180)
                 url = f"127.0.0.1:{ports.grpc}"
                 asyncio.run(closed_loop(url, texts, 3, concurrency))  # warm-up
                 count, latencies = asyncio.run(closed_loop(url, texts, seconds, concurrency))

@@ -167,8 +167,7 @@ def up(
     launcher = Launcher(options.run_dir)
     try:
         for spec in stack_processes(options):
-            proc = launcher.start(spec, detach=detach)
-            launcher.wait_ready(spec, proc, ready_timeout)
+            proc = launcher.start_ready(spec, detach=detach, timeout=ready_timeout)
             console.print(f"[green]{spec.name} ready[/] (pid {proc.pid})" + (f" at {spec.ready_url}" if spec.ready_url else ""))
     except (ServingError, OSError) as error:
         launcher.stop_all()

@@ -93,6 +93,16 @@ class Launcher:
         raise ConfigurationError(f"{spec.name} was not ready at {spec.ready_url} after {timeout:.0f}s"
                                  + self._log_hint(spec))
 
+    def start_ready(self, spec: ProcessSpec, *, detach: bool, timeout: float) -> subprocess.Popen:
+        """Start `spec` and wait until it is ready; on failure stop everything this launcher started and raise."""
+        try:
+            proc = self.start(spec, detach=detach)
+            self.wait_ready(spec, proc, timeout)
+        except Exception:
+            self.stop_all()
+            raise
+        return proc
+
     def _log_hint(self, spec: ProcessSpec) -> str:
         path = self.log_path(spec.name)
         if not path.is_file():

@@ -72,12 +72,7 @@ def start_http_stack(tmp_path: Path, model_dir: Path, *, workers: int = 1, env: 
     spec = http_service(options, name="api", app=app, env_prefix=env_prefix, extra_env=env)
     spec.stop_timeout = 15
     launcher = Launcher(tmp_path)
-    proc = launcher.start(spec, detach=True)
-    try:
-        launcher.wait_ready(spec, proc, timeout=90)
-    except Exception:
-        launcher.stop_all()
-        raise
+    launcher.start_ready(spec, detach=True, timeout=90)
     return Server(f"http://127.0.0.1:{port}", launcher, Manifest.load(model_dir))
 
 
@@ -114,12 +109,7 @@ def start_triton(tmp_path: Path, model_dir: Path, render_options=None,
     options = StackOptions(stack="triton", model_dir=model_dir, run_dir=tmp_path, triton_ports=ports)
     spec = triton_service(options, models=list(models), render_options=render_options)
     launcher = Launcher(tmp_path)
-    proc = launcher.start(spec, detach=True)
-    try:
-        launcher.wait_ready(spec, proc, timeout=120)
-    except Exception:
-        launcher.stop_all()
-        raise
+    launcher.start_ready(spec, detach=True, timeout=120)
     return TritonServer(f"http://127.0.0.1:{ports.http}", f"127.0.0.1:{ports.grpc}",
                         f"http://127.0.0.1:{ports.metrics}/metrics", launcher)
 

@@ -277,7 +277,7 @@ def restart_triton_on(tmp_path, model_dir, old):
     options = StackOptions(stack="clearml", model_dir=model_dir, run_dir=tmp_path, triton_ports=ports)
     spec = triton_service(options, models=["encoder"])
     launcher = Launcher(tmp_path)
-    launcher.wait_ready(spec, launcher.start(spec, detach=True), 120)
+    launcher.start_ready(spec, detach=True, timeout=120)
     return TritonServer(old.http_url, old.grpc_url, old.metrics_url, launcher)
 
 
