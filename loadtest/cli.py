@@ -1,0 +1,126 @@
+"""`loadtest`: attack a stack and report, Vegeta-style."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from loadtest import engine, external
+from loadtest.report import summarize, text_report
+from loadtest.results import Result, read_results, write_results
+from loadtest.sentences import MIXES, token_histogram
+from loadtest.targets import FORMATS, build_targets, read_vegeta_targets
+
+app = typer.Typer(help="Open-loop (Vegeta-style) and closed-loop (ab-style) load tests of the serving stacks.",
+                  no_args_is_help=True)
+console = Console(stderr=True)
+
+
+def _labels(pairs: list[str]) -> dict[str, str]:
+    labels = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"--label takes key=value, not '{pair}'")
+        labels[key] = value
+    return labels
+
+
+@app.command("attack")
+def attack_command(
+    url: str = typer.Option("http://127.0.0.1:8080", help="Base URL of the stack."),
+    format: str = typer.Option("serve", help=f"Request format: {' | '.join(FORMATS)} (kserve: Triton's ensemble)."),
+    targets: Path = typer.Option(None, help="Vegeta JSON targets file (one JSON object a line); overrides --url/--format."),
+    mix: str = typer.Option("short", help=f"Sentences to send: {' | '.join(MIXES)}."),
+    texts: int = typer.Option(1, min=1, help="Texts per request."),
+    rate: float = typer.Option(None, help="Requests per second (open loop). Omit for a closed loop."),
+    concurrency: int = typer.Option(8, min=1, help="Closed loop: workers each with one request outstanding."),
+    duration: float = typer.Option(10.0, help="Seconds to attack."),
+    requests: int = typer.Option(None, help="Stop after this many requests."),
+    timeout: float = typer.Option(30.0, help="Per-request timeout, seconds."),
+    procs: int = typer.Option(1, min=1, help="Generator processes (open loop), when one cannot hold the rate."),
+    engine_name: str = typer.Option("builtin", "--engine", help="builtin | ab | vegeta"),
+    output: Path = typer.Option(None, help="Write per-request results here (Vegeta JSON lines)."),
+    metrics_port: int = typer.Option(None, help="Serve the generator's Prometheus metrics on this port."),
+    label: list[str] = typer.Option([], help="Run label key=value for the metrics (stack, workers, batching, rate)."),
+    report: str = typer.Option("text", help="Report printed at the end: text | json | none."),
+) -> None:
+    """Attack, then print a Vegeta-style report."""
+    if targets is not None:
+        target_list = read_vegeta_targets(targets)
+    else:
+        if mix not in MIXES:
+            raise typer.BadParameter(f"--mix must be one of {', '.join(MIXES)}")
+        target_list = build_targets(url, format, MIXES[mix](max(200, texts * 50)), texts)
+    spec = engine.AttackSpec(targets=target_list, rate=rate, concurrency=concurrency, duration=duration,
+                             requests=requests, timeout=timeout, name=mix)
+    labels = {"rate": str(rate or 0), **_labels(label)}
+    generator_metrics = None
+    if metrics_port:
+        from loadtest.metrics import GeneratorMetrics
+
+        generator_metrics = GeneratorMetrics(labels)
+        generator_metrics.target.labels(**generator_metrics.labels).set(rate or 0)
+        generator_metrics.serve(metrics_port)
+    results: list[Result] = []
+    total = spec.total()
+    with Progress(TextColumn("[bold]attack"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task("attack", total=total)
+
+        def on_result(result: Result) -> None:
+            results.append(result)
+            progress.advance(task)
+            if generator_metrics:
+                generator_metrics.observe(result)
+
+        if engine_name == "builtin":
+            stats = engine.attack(spec, on_result, processes=procs)
+        elif engine_name == "ab":
+            stats = external.ab_attack(spec, on_result)
+        elif engine_name == "vegeta":
+            stats = external.vegeta_attack(spec, on_result)
+        else:
+            raise typer.BadParameter("--engine must be builtin, ab or vegeta")
+    for note in engine.warnings_for(spec, stats, procs):
+        console.print(f"[bold red]WARNING:[/] {note}")
+    if output:
+        write_results(sorted(results, key=lambda r: r.seq), output)
+    if not results:
+        console.print("no requests were sent")
+        raise typer.Exit(1)
+    if report == "text":
+        print(text_report(summarize(results)))
+    elif report == "json":
+        print(json.dumps(summarize(results), indent=2))
+
+
+@app.command("report")
+def report_command(
+    files: list[Path] = typer.Argument(..., help="Result files (Vegeta JSON lines)."),
+    type: str = typer.Option("text", help="text | json"),
+) -> None:
+    """Report over result files written by `attack --output` (or by `vegeta encode --to json`)."""
+    results = [r for f in files for r in read_results(f)]
+    summary = summarize(results)
+    print(text_report(summary) if type == "text" else json.dumps(summary, indent=2))
+
+
+@app.command("payloads")
+def payloads_command(tokenizer: Path = typer.Option(Path("build/model/tokenizer.json"), help="Model tokenizer.")) -> None:
+    """Token-length histogram of each sentence mix."""
+    from rich.table import Table
+
+    histograms = {name: token_histogram(make(500), tokenizer) for name, make in MIXES.items()}
+    table = Table("tokens", *histograms)
+    for bin_name in next(iter(histograms.values())):
+        table.add_row(bin_name, *(str(h[bin_name]) for h in histograms.values()))
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    app()

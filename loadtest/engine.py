@@ -1,0 +1,210 @@
+"""The built-in attack engine: open loop (a constant rate, Vegeta-style) or closed loop (fixed concurrency,
+Apache Bench `-c`), over aiohttp, in one or several processes.
+
+Open loop: request i is due at start + i/rate whatever the server does; its latency is measured from that due time,
+so a server that stalls cannot hide the queue it causes (no coordinated omission). When the generator itself falls
+behind its schedule the attack says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from loadtest.results import Result
+from loadtest.targets import Target
+
+
+@dataclass
+class AttackSpec:
+    targets: list[Target]
+    rate: float | None = None
+    """Requests per second (open loop). None: closed loop with `concurrency` workers."""
+    concurrency: int = 8
+    duration: float | None = 10.0
+    requests: int | None = None
+    """Stop after this many requests (instead of, or before, `duration`)."""
+    timeout: float = 30.0
+    max_inflight: int = 10_000
+    """Open loop: requests outstanding at once before the generator records them as failed (it never waits)."""
+    name: str = ""
+
+    def total(self) -> int | None:
+        if self.rate is not None:
+            by_time = int(self.rate * self.duration) if self.duration else None
+            return min(x for x in (by_time, self.requests) if x is not None)
+        return self.requests
+
+
+@dataclass
+class AttackStats:
+    """What the generator knows about itself: did it keep to its schedule, was its CPU the limit?"""
+
+    sent: int = 0
+    first_send: float = 0.0
+    last_send: float = 0.0
+    max_lag: float = 0.0
+    cpu_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    dropped: int = 0
+
+    @property
+    def achieved_rate(self) -> float:
+        span = self.last_send - self.first_send
+        return (self.sent - 1) / span if self.sent > 1 and span > 0 else float(self.sent)
+
+    @property
+    def cpu_busy(self) -> float:
+        return self.cpu_seconds / self.wall_seconds if self.wall_seconds else 0.0
+
+    def merge(self, other: "AttackStats") -> "AttackStats":
+        return AttackStats(
+            sent=self.sent + other.sent,
+            first_send=min(x for x in (self.first_send, other.first_send) if x) if self.sent and other.sent
+            else (self.first_send or other.first_send),
+            last_send=max(self.last_send, other.last_send),
+            max_lag=max(self.max_lag, other.max_lag),
+            cpu_seconds=self.cpu_seconds + other.cpu_seconds,
+            wall_seconds=max(self.wall_seconds, other.wall_seconds),
+            dropped=self.dropped + other.dropped,
+        )
+
+
+Callback = Callable[[Result], None]
+
+
+async def _fire(session: aiohttp.ClientSession, target: Target, seq: int, due_wall: float, due_mono: float,
+                name: str) -> Result:
+    code, size, error = 0, 0, ""
+    try:
+        async with session.request(target.method, target.url, data=target.body or None,
+                                   headers=target.headers) as response:
+            body = await response.read()
+            code, size = response.status, len(body)
+            if code >= 400:
+                error = f"{code} {response.reason}"
+    except asyncio.TimeoutError:
+        error = "timeout"
+    except aiohttp.ClientError as exc:
+        error = str(exc) or type(exc).__name__
+    latency = int((time.monotonic() - due_mono) * 1e9)
+    return Result(seq=seq, timestamp=due_wall, latency=latency, code=code, bytes_in=size,
+                  bytes_out=len(target.body), error=error, method=target.method, url=target.url, attack=name)
+
+
+def _session(spec: AttackSpec, connections: int) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=connections, ttl_dns_cache=300)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=spec.timeout),
+                                 auto_decompress=False, skip_auto_headers=("User-Agent",))
+
+
+async def open_loop(spec: AttackSpec, on_result: Callback, *, start_wall: float | None = None,
+                    offset: int = 0, stride: int = 1) -> AttackStats:
+    """Send request offset, offset+stride, ... of a schedule at `spec.rate` (stride > 1 splits it across processes)."""
+    assert spec.rate and spec.rate > 0
+    total = spec.total()
+    stats = AttackStats()
+    cpu_start, wall_start = time.process_time(), time.monotonic()
+    start_wall = start_wall or time.time() + 0.05
+    start_mono = time.monotonic() + (start_wall - time.time())
+    pending: set[asyncio.Task] = set()
+    async with _session(spec, spec.max_inflight) as session:
+        index = offset
+        while total is None or index < total:
+            due_mono = start_mono + index / spec.rate
+            wait = due_mono - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            now = time.monotonic()
+            stats.max_lag = max(stats.max_lag, now - due_mono)
+            due_wall = start_wall + index / spec.rate
+            if len(pending) >= spec.max_inflight:
+                stats.dropped += 1
+                on_result(Result(seq=index, timestamp=due_wall, latency=0, code=0, bytes_in=0, bytes_out=0,
+                                 error="generator: too many requests in flight", attack=spec.name))
+            else:
+                target = spec.targets[index % len(spec.targets)]
+                task = asyncio.create_task(_fire(session, target, index, due_wall, due_mono, spec.name))
+                task.add_done_callback(lambda t: (pending.discard(t), on_result(t.result())))
+                pending.add(task)
+            stats.sent += 1
+            stats.first_send = stats.first_send or now
+            stats.last_send = now
+            index += stride
+        if pending:
+            await asyncio.wait(pending)
+    stats.cpu_seconds = time.process_time() - cpu_start
+    stats.wall_seconds = time.monotonic() - wall_start
+    return stats
+
+
+async def closed_loop(spec: AttackSpec, on_result: Callback) -> AttackStats:
+    """`spec.concurrency` workers, each sending its next request when the last one answered (like `ab -c`)."""
+    stats = AttackStats()
+    cpu_start, wall_start = time.process_time(), time.monotonic()
+    deadline = wall_start + spec.duration if spec.duration else float("inf")
+    counter = iter(range(spec.requests if spec.requests is not None else 1 << 62))
+
+    async with _session(spec, spec.concurrency) as session:
+        async def worker() -> None:
+            for seq in counter:
+                now = time.monotonic()
+                if now >= deadline:
+                    return
+                stats.sent += 1
+                stats.first_send = stats.first_send or now
+                stats.last_send = now
+                target = spec.targets[seq % len(spec.targets)]
+                on_result(await _fire(session, target, seq, time.time(), now, spec.name))
+
+        await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+    stats.cpu_seconds = time.process_time() - cpu_start
+    stats.wall_seconds = time.monotonic() - wall_start
+    return stats
+
+
+def _process_main(spec: AttackSpec, start_wall: float, offset: int, stride: int) -> tuple[list[Result], AttackStats]:
+    results: list[Result] = []
+    stats = asyncio.run(open_loop(spec, results.append, start_wall=start_wall, offset=offset, stride=stride))
+    return results, stats
+
+
+def attack(spec: AttackSpec, on_result: Callback, processes: int = 1) -> AttackStats:
+    """Run the attack; with processes > 1 (open loop only) the schedule is split across processes."""
+    if spec.rate is None:
+        return asyncio.run(closed_loop(spec, on_result))
+    if processes <= 1:
+        return asyncio.run(open_loop(spec, on_result))
+    start_wall = time.time() + 1.0  # time for the processes to start
+    stats = AttackStats()
+    with ProcessPoolExecutor(processes) as pool:
+        futures = [pool.submit(_process_main, spec, start_wall, k, processes) for k in range(processes)]
+        for future in futures:
+            results, part = future.result()
+            for result in results:
+                on_result(result)
+            stats = stats.merge(part)
+    return stats
+
+
+def warnings_for(spec: AttackSpec, stats: AttackStats, processes: int = 1) -> list[str]:
+    """The loud warnings: the generator fell behind its schedule, or its own CPU was the limit."""
+    notes = []
+    if spec.rate is not None and stats.sent > 1 and stats.achieved_rate < 0.99 * spec.rate:
+        notes.append(f"the generator fell behind: it sent {stats.achieved_rate:.1f} req/s of the {spec.rate:g} "
+                     f"asked (worst lag {stats.max_lag * 1000:.0f} ms); use --procs or a lower rate")
+    if stats.cpu_busy > 0.9 * processes:
+        notes.append(f"the generator used {stats.cpu_busy:.0%} of {processes} CPU(s): its own CPU may be the limit")
+    if stats.dropped:
+        notes.append(f"{stats.dropped} requests were not sent: more than the in-flight limit were outstanding")
+    return notes
+
+
+def cpu_count() -> int:
+    return os.cpu_count() or 1

@@ -1,0 +1,82 @@
+"""Other engines: Apache Bench (Debian's apache2-utils), to reproduce the original study's methodology exactly,
+and Vegeta when its binary is on PATH (it is not installable here; this path stays small)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from loadtest.engine import AttackSpec, AttackStats
+from loadtest.results import Result
+from loadtest.targets import write_vegeta_targets
+
+
+def require(binary: str, hint: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        raise RuntimeError(f"`{binary}` is not on PATH ({hint})")
+    return path
+
+
+def ab_attack(spec: AttackSpec, on_result) -> AttackStats:
+    """Closed loop with `ab -c concurrency -n requests` on the first target; per-request times from `ab -g`."""
+    binary = require("ab", "Debian: apt-get install apache2-utils")
+    if spec.rate is not None or spec.requests is None:
+        raise ValueError("ab runs closed loop: give --concurrency and --requests, not --rate")
+    target = spec.targets[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        body, gnuplot = Path(tmp) / "body", Path(tmp) / "times.tsv"
+        body.write_bytes(target.body)
+        argv = [binary, "-q", "-k", "-c", str(spec.concurrency), "-n", str(spec.requests), "-s", str(int(spec.timeout)),
+                "-g", str(gnuplot)]
+        if target.method == "POST":
+            argv += ["-p", str(body), "-T", target.headers.get("content-type", "application/json")]
+        start = time.monotonic()
+        out = subprocess.run(argv + [target.url], capture_output=True, text=True, check=True).stdout
+        wall = time.monotonic() - start
+        failed = _ab_field(out, "Failed requests") + _ab_field(out, "Non-2xx responses")
+        size = _ab_field(out, "Document Length")
+        with open(gnuplot) as handle:
+            rows = sorted(csv.DictReader(handle, delimiter="\t"), key=lambda r: int(r["seconds"]))
+    for seq, row in enumerate(rows):
+        code = 0 if seq < failed else 200  # ab counts failures but does not say which request failed
+        on_result(Result(seq=seq, timestamp=float(row["seconds"]), latency=int(float(row["ttime"]) * 1e6),
+                         code=code, bytes_in=size, bytes_out=len(target.body), url=target.url,
+                         error="ab: failed" if code == 0 else "", attack=spec.name))
+    return AttackStats(sent=len(rows), first_send=0.0, last_send=wall, wall_seconds=wall)
+
+
+def _ab_field(text: str, name: str) -> int:
+    for line in text.splitlines():
+        if line.startswith(name + ":"):
+            return int(line.split(":")[1].split()[0])
+    return 0
+
+
+def vegeta_attack(spec: AttackSpec, on_result) -> AttackStats:
+    """`vegeta attack -format=json -rate=R | vegeta encode --to json`, read back as results."""
+    binary = require("vegeta", "https://github.com/tsenart/vegeta releases; not installable from the registries here")
+    if spec.rate is None:
+        raise ValueError("the vegeta engine runs open loop: give --rate")
+    with tempfile.TemporaryDirectory() as tmp:
+        targets = Path(tmp) / "targets.json"
+        write_vegeta_targets(spec.targets, targets)
+        argv = [binary, "attack", "-format=json", f"-targets={targets}", f"-rate={spec.rate:g}/1s",
+                f"-duration={spec.duration or 0:g}s", f"-timeout={spec.timeout:g}s"]
+        if spec.requests:
+            argv.append(f"-max-workers={spec.max_inflight}")
+        attack = subprocess.Popen(argv, stdout=subprocess.PIPE)
+        encoded = subprocess.run([binary, "encode", "--to", "json"], stdin=attack.stdout, capture_output=True,
+                                 text=True, check=True).stdout
+        attack.wait()
+    count = 0
+    for line in encoded.splitlines():
+        if line.strip():
+            on_result(Result.from_vegeta(json.loads(line)))
+            count += 1
+    return AttackStats(sent=count)

@@ -1,0 +1,59 @@
+"""Per-request results with Vegeta's fields, written as Vegeta's JSON result lines (`vegeta encode --to json`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass
+class Result:
+    seq: int
+    timestamp: float
+    """When the request was due (open loop: its scheduled time; closed loop: when it was sent), epoch seconds."""
+    latency: int
+    """Nanoseconds from `timestamp` to the end of the response: queueing in the generator counts (no coordinated
+    omission)."""
+    code: int
+    bytes_in: int
+    bytes_out: int
+    error: str = ""
+    method: str = "POST"
+    url: str = ""
+    attack: str = ""
+
+    def to_vegeta(self) -> dict:
+        stamp = dt.datetime.fromtimestamp(self.timestamp, dt.timezone.utc)
+        nanos = int(round((self.timestamp % 1) * 1e9))
+        text = stamp.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+        return {"attack": self.attack, "seq": self.seq, "code": self.code, "timestamp": text,
+                "latency": self.latency, "bytes_out": self.bytes_out, "bytes_in": self.bytes_in,
+                "error": self.error, "body": None, "method": self.method, "url": self.url, "headers": None}
+
+    @classmethod
+    def from_vegeta(cls, item: dict) -> "Result":
+        text = item["timestamp"]
+        whole, _, fraction = text.rstrip("Z").partition(".")
+        seconds = dt.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp()
+        seconds += float("0." + fraction) if fraction else 0.0
+        return cls(seq=item.get("seq", 0), timestamp=seconds, latency=int(item["latency"]), code=int(item["code"]),
+                   bytes_in=int(item.get("bytes_in", 0)), bytes_out=int(item.get("bytes_out", 0)),
+                   error=item.get("error") or "", method=item.get("method", ""), url=item.get("url", ""),
+                   attack=item.get("attack", ""))
+
+
+def write_results(results: Iterable[Result], path: Path) -> None:
+    with open(path, "w") as out:
+        for result in results:
+            out.write(json.dumps(result.to_vegeta()) + "\n")
+
+
+def read_results(path: Path) -> list[Result]:
+    return [Result.from_vegeta(json.loads(line)) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def as_dicts(results: Iterable[Result]) -> list[dict]:
+    return [asdict(r) for r in results]

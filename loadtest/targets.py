@@ -1,0 +1,74 @@
+"""What an attack sends: targets in each stack's format, and Vegeta's JSON target format."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FORMATS = ("serve", "openai", "kserve")
+
+
+@dataclass(frozen=True)
+class Target:
+    method: str
+    url: str
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def build_target(base_url: str, fmt: str, texts: list[str], *, endpoint: str = "minilm",
+                 model: str = "ensemble") -> Target:
+    """One request carrying `texts` in the format of a stack's API."""
+    base = base_url.rstrip("/")
+    headers = {"content-type": "application/json"}
+    if fmt == "serve":
+        payload = {"text": texts[0]} if len(texts) == 1 else {"texts": texts}
+        return Target("POST", f"{base}/serve/{endpoint}", json.dumps(payload).encode(), headers)
+    if fmt == "openai":
+        payload = {"input": texts[0] if len(texts) == 1 else texts, "model": endpoint}
+        return Target("POST", f"{base}/v1/embeddings", json.dumps(payload).encode(), headers)
+    if fmt == "kserve":
+        payload = {"inputs": [{"name": "TEXT", "shape": [len(texts), 1], "datatype": "BYTES", "data": texts}]}
+        return Target("POST", f"{base}/v2/models/{model}/infer", json.dumps(payload).encode(), headers)
+    raise ValueError(f"unknown format '{fmt}'; choose one of {', '.join(FORMATS)}")
+
+
+def build_targets(base_url: str, fmt: str, texts: list[str], per_request: int = 1, **kwargs) -> list[Target]:
+    """Consecutive groups of `per_request` texts, cycling through `texts`."""
+    cycle = itertools.cycle(texts)
+    count = max(1, len(texts) // per_request)
+    return [build_target(base_url, fmt, [next(cycle) for _ in range(per_request)], **kwargs) for _ in range(count)]
+
+
+def read_vegeta_targets(path: Path) -> list[Target]:
+    """Vegeta's `-format=json` targets: one JSON object a line, `body` base64-encoded, `header` name -> [values]."""
+    targets = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            body = base64.b64decode(item.get("body") or "")
+            headers = {k: ", ".join(v) if isinstance(v, list) else str(v) for k, v in (item.get("header") or {}).items()}
+            targets.append(Target(item.get("method", "GET"), item["url"], body, headers))
+        except (ValueError, KeyError) as exc:
+            raise ValueError(f"{path}:{number}: not a Vegeta JSON target ({exc})") from None
+    if not targets:
+        raise ValueError(f"{path} holds no targets")
+    return targets
+
+
+def write_vegeta_targets(targets: list[Target], path: Path) -> None:
+    with open(path, "w") as out:
+        for t in targets:
+            item = {"method": t.method, "url": t.url, "body": base64.b64encode(t.body).decode(),
+                    "header": {k: [v] for k, v in t.headers.items()}}
+            out.write(json.dumps(item) + "\n")
+
+
+def round_robin(targets: list[Target]) -> Iterator[Target]:
+    return itertools.cycle(targets)

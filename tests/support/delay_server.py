@@ -1,0 +1,44 @@
+"""A real HTTP server with a known fixed delay, for checking the load generator's numbers.
+
+    python -m tests.support.delay_server PORT DELAY_SECONDS [STALL_AT_SECONDS STALL_SECONDS]
+
+Every request is answered after DELAY (asyncio.sleep: concurrent requests overlap). With STALL_AT, the first request
+arriving after that many seconds blocks the whole server for STALL seconds (a GC pause, a stuck worker).
+"""
+
+import asyncio
+import sys
+import time
+
+from aiohttp import web
+
+
+def main() -> None:
+    port, delay = int(sys.argv[1]), float(sys.argv[2])
+    stall_at = float(sys.argv[3]) if len(sys.argv) > 3 else None
+    stall = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+    started = time.monotonic()
+    state = {"stalled": False}
+
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        if stall_at is not None and not state["stalled"] and time.monotonic() - started >= stall_at:
+            state["stalled"] = True
+            time.sleep(stall)  # blocks the event loop: every request waits
+        await asyncio.sleep(delay)
+        return web.Response(body=b'{"ok": true}', content_type="application/json")
+
+    async def reset(request: web.Request) -> web.Response:
+        nonlocal started
+        started = time.monotonic()
+        state["stalled"] = False
+        return web.Response(text="reset")
+
+    app = web.Application()
+    app.router.add_post("/reset", reset)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+if __name__ == "__main__":
+    main()
