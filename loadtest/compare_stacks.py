@@ -17,7 +17,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -25,9 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from services.common.contract import Manifest
-from services.common.onnx_runner import OnnxModel, default_threads
-from services.common.tokenization import TextTokenizer
+from loadtest.ceiling import raw_onnxruntime
 from services.launcher import Launcher, free_port
 from services.stacks import StackOptions, stack_processes
 from services.triton.server import TritonPorts
@@ -44,22 +41,6 @@ class Row:
     p99_ms: float | None = None
     errors: int = 0
     cpu_us_per_request: float | None = None
-
-
-def raw_onnxruntime(model_dir: Path, seconds: float, batches=(1, 8, 16, 32, 64)) -> list[Row]:
-    manifest = Manifest.load(model_dir)
-    model = OnnxModel(model_dir, manifest, threads=default_threads())
-    tokenizer = TextTokenizer(model_dir / "tokenizer.json", manifest.max_seq_length)
-    rows = []
-    for batch in batches:
-        feeds = tokenizer.encode([SENTENCE] * batch).tensors(manifest.input_names)
-        model.run(feeds)
-        done, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds / len(batches):
-            model.run(feeds)
-            done += batch
-        rows.append(Row(f"raw onnxruntime, batch {batch}", done / (time.perf_counter() - start)))
-    return rows
 
 
 def hey(url: str, body: str, seconds: float, concurrency: int) -> tuple[float, float, float, int]:
@@ -128,7 +109,8 @@ def main(
 ) -> None:
     if shutil.which("hey") is None:
         raise typer.BadParameter("hey is not installed (Debian: apt-get install hey)")
-    rows = raw_onnxruntime(model_dir, seconds)
+    rates = raw_onnxruntime(model_dir, [SENTENCE] * 64, seconds)
+    rows = [Row(f"raw onnxruntime, batch {batch}", rate) for batch, rate in rates.items()]
     ceiling = max(rows, key=lambda r: r.rate)
     console.print(f"raw onnxruntime ceiling: {ceiling.rate:.1f} seq/s ({ceiling.name})")
     configs = [("fastapi", 1, True), ("fastapi", 2, True), ("triton", 1, False), ("triton", 1, True),

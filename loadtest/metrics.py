@@ -1,11 +1,13 @@
-"""The generator's own Prometheus metrics, served during an attack for Prometheus to scrape beside the services.
+"""The generator's own Prometheus metrics, served during attacks for Prometheus to scrape beside the services.
 
-A private registry (not the process-global one), labelled with the run: stack, workers, batching, rate.
+A private registry (not the process-global one); every series is labelled with its run: stack, workers, batching,
+rate (0 for a closed loop).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -18,29 +20,35 @@ LABELS = ("stack", "workers", "batching", "rate")
 
 
 class GeneratorMetrics:
-    def __init__(self, labels: dict[str, str]):
+    def __init__(self):
         self.registry = CollectorRegistry()
-        self.labels = {k: str(labels.get(k, "")) for k in LABELS}
         names = list(LABELS)
         self.requests = Counter("loadtest_requests_total", "Requests by status code", names + ["code"],
                                 registry=self.registry)
         self.latency = Histogram("loadtest_latency_seconds", "Latency from the scheduled send time", names,
                                  buckets=BUCKETS, registry=self.registry)
-        self.achieved = Gauge("loadtest_achieved_rate", "Requests sent per second so far", names,
+        self.achieved = Gauge("loadtest_achieved_rate", "Requests answered per second during the attack", names,
                               registry=self.registry)
         self.target = Gauge("loadtest_target_rate", "Requests per second asked (0: closed loop)", names,
                             registry=self.registry)
-        self._latency = self.latency.labels(**self.labels)
-        self._start = time.monotonic()
-        self._count = 0
 
     def serve(self, port: int) -> None:
         start_http_server(port, addr="127.0.0.1", registry=self.registry)
 
-    def observe(self, result: Result) -> None:
-        self.requests.labels(**self.labels, code=str(result.code)).inc()
-        self._latency.observe(result.latency / 1e9)
-        self._count += 1
-        elapsed = time.monotonic() - self._start
-        if elapsed > 0:
-            self.achieved.labels(**self.labels).set(self._count / elapsed)
+    def observer(self, labels: dict[str, str]) -> Callable[[Result], None]:
+        """A callback for one attack's results, with that attack's labels."""
+        values = {k: str(labels.get(k, "")) for k in LABELS}
+        latency = self.latency.labels(**values)
+        achieved = self.achieved.labels(**values)
+        self.target.labels(**values).set(float(values["rate"] or 0))
+        start, count = time.monotonic(), [0]
+
+        def observe(result: Result) -> None:
+            self.requests.labels(**values, code=str(result.code)).inc()
+            latency.observe(result.latency / 1e9)
+            count[0] += 1
+            elapsed = time.monotonic() - start
+            if elapsed > 0:
+                achieved.set(count[0] / elapsed)
+
+        return observe

@@ -19,9 +19,7 @@ import numpy as np
 import typer
 
 from loadtest.sentences import mixed
-from services.common.contract import Manifest
-from services.common.onnx_runner import OnnxModel, default_threads
-from services.common.tokenization import TextTokenizer
+from loadtest.ceiling import raw_onnxruntime
 from services.launcher import Launcher, free_port
 from services.stacks import StackOptions, triton_service
 from services.triton.server import TritonPorts
@@ -49,26 +47,13 @@ async def closed_loop(grpc_url: str, texts: list[str], seconds: float, concurren
     return len(latencies), latencies
 
 
-def raw_onnxruntime(model_dir: Path, texts: list[str], seconds: float, batch: int = 32) -> float:
-    manifest = Manifest.load(model_dir)
-    model = OnnxModel(model_dir, manifest, threads=default_threads())
-    tokenizer = TextTokenizer(model_dir / "tokenizer.json", manifest.max_seq_length)
-    done, start, i = 0, time.perf_counter(), 0
-    while time.perf_counter() - start < seconds:
-        chunk = [texts[(i + k) % len(texts)] for k in range(batch)]
-        model.run(tokenizer.encode(chunk).tensors(manifest.input_names))
-        done += batch
-        i += batch
-    return done / (time.perf_counter() - start)
-
-
 def main(
     model_dir: Path = typer.Option(Path("build/model")),
     seconds: float = typer.Option(15.0),
     concurrency: int = typer.Option(32),
 ) -> None:
     texts = mixed(2000)
-    rows = [("raw onnxruntime, batch 32", raw_onnxruntime(model_dir, texts, seconds), None, None)]
+    rows = [("raw onnxruntime, batch 32", raw_onnxruntime(model_dir, texts, seconds, batches=(32,))[32], None, None)]
     for padding in ("ragged", "bucket"):
         with tempfile.TemporaryDirectory() as run_dir:
             ports = TritonPorts(free_port(), free_port(), free_port())

@@ -179,6 +179,22 @@ def up(
 
 
 @app.command()
+def observability(
+    port: int = typer.Option(9090, help="Prometheus web port."),
+) -> None:
+    """Start a local Prometheus scraping the stack, Triton and the load generator (stopped by `serving down`)."""
+    from observability.prometheus_server import CONFIG_DIR, prometheus_process
+    from services.launcher import RUN_DIR, Launcher
+
+    try:
+        spec = prometheus_process(CONFIG_DIR / "prometheus.yml", RUN_DIR / "prometheus-data", port)
+        Launcher(RUN_DIR).start_ready(spec, detach=True, timeout=60)
+    except ServingError as error:
+        _fail(error)
+    console.print(f"Prometheus on http://127.0.0.1:{port} (dashboards: observability/grafana/); `make down` stops it")
+
+
+@app.command()
 def down(timeout: float = typer.Option(30.0, help="Seconds to drain before SIGKILL.")) -> None:
     """Stop everything `serving up` started (from any shell)."""
     from services.launcher import stop_recorded

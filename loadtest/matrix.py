@@ -1,0 +1,234 @@
+"""`loadtest matrix`: reproduce the study. For each STACK x WORKERS x BATCHING in a config file: bring the stack up
+with the launcher `make up` uses, warm up, measure, take it down; then write results/<run-id>/ with raw results,
+summary CSV/JSON, machine info and a Markdown report with charts."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import tempfile
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from loadtest import engine
+from loadtest.metrics import GeneratorMetrics
+from loadtest.report import summarize
+from loadtest.results import Result, write_results
+from loadtest.sentences import MIXES
+from loadtest.targets import build_targets
+from services.launcher import Launcher, free_port
+from services.stacks import StackOptions, stack_processes
+from services.triton.server import TritonPorts
+
+console = Console(stderr=True)
+
+
+@dataclass
+class MatrixConfig:
+    configs: list[dict]
+    mix: str = "short"
+    texts_per_request: int = 1
+    concurrency: int = 32
+    warmup_seconds: float = 2
+    saturation_seconds: float = 8
+    load_seconds: float = 5
+    load_levels: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75, 1.0, 1.25])
+    ceiling_seconds: float = 10
+
+    @classmethod
+    def load(cls, path: Path) -> "MatrixConfig":
+        return cls(**tomllib.loads(Path(path).read_text()))
+
+    def runs(self) -> list[tuple[str, int, bool]]:
+        runs = []
+        for entry in self.configs:
+            for workers in entry.get("workers", [1]):
+                for batching in entry.get("batching", ["on"]):
+                    runs.append((entry["stack"], int(workers), batching == "on"))
+        return runs
+
+
+@dataclass
+class Measurement:
+    stack: str
+    workers: int
+    batching: bool
+    kind: str  # saturation | load
+    offered_rate: float | None
+    throughput: float
+    success: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    requests: int
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        text = f"{self.stack} w{self.workers}"
+        return text + (f" batching {'on' if self.batching else 'off'}" if self.stack != "fastapi" else "")
+
+
+def machine_info() -> dict:
+    packages = {}
+    for name in ("onnxruntime", "tokenizers", "nvidia-pytriton", "tritonclient", "fastapi", "uvicorn", "gunicorn"):
+        try:
+            packages[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    cpu_model = ""
+    try:
+        cpu_model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    return {"cpus": os.cpu_count(), "cpu_model": cpu_model, "platform": platform.platform(),
+            "python": platform.python_version(), "packages": packages,
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def _measure(spec: engine.AttackSpec, stack: str, workers: int, batching: bool, kind: str,
+             metrics: GeneratorMetrics | None, out: Path) -> Measurement:
+    results: list[Result] = []
+    labels = {"stack": stack, "workers": str(workers), "batching": "on" if batching else "off",
+              "rate": f"{spec.rate or 0:g}"}
+    observe = metrics.observer(labels) if metrics else None
+
+    def on_result(result: Result) -> None:
+        results.append(result)
+        if observe:
+            observe(result)
+
+    stats = engine.attack(spec, on_result)
+    write_results(sorted(results, key=lambda r: r.seq), out)
+    summary = summarize(results)
+    lat = summary["latencies"]
+    throughput = (summary["throughput"] if kind == "load"
+                  else sum(1 for r in results if 200 <= r.code < 400) / stats.wall_seconds)
+    return Measurement(stack, workers, batching, kind, spec.rate, throughput, summary["success"],
+                       lat["50th"] / 1e6, lat["90th"] / 1e6, lat["99th"] / 1e6, lat["max"] / 1e6, len(results),
+                       engine.warnings_for(spec, stats))
+
+
+def run_config(config: MatrixConfig, stack: str, workers: int, batching: bool, model_dir: Path, raw_dir: Path,
+               metrics: GeneratorMetrics | None = None) -> list[Measurement]:
+    measurements = []
+    with tempfile.TemporaryDirectory() as run_dir:
+        options = StackOptions(stack=stack, workers=workers, batching=batching, host="127.0.0.1", port=free_port(),
+                               model_dir=model_dir, run_dir=Path(run_dir),
+                               triton_ports=TritonPorts(free_port(), free_port(), free_port()),
+                               endpoints_file=Path(run_dir) / "endpoints.json")
+        launcher = Launcher(Path(run_dir))
+        try:
+            for spec in stack_processes(options):
+                launcher.start_ready(spec, detach=True, timeout=240)
+            if stack == "triton":
+                base, fmt = f"http://127.0.0.1:{options.triton_ports.http}", "kserve"
+            else:
+                base, fmt = f"http://127.0.0.1:{options.port}", "serve"
+            texts = MIXES[config.mix](max(200, 50 * config.texts_per_request))
+            targets = build_targets(base, fmt, texts, config.texts_per_request)
+            name = f"{stack}-w{workers}-{'on' if batching else 'off'}"
+
+            def closed(seconds: float) -> engine.AttackSpec:
+                return engine.AttackSpec(targets=targets, rate=None, concurrency=config.concurrency,
+                                         duration=seconds, name=name)
+
+            engine.attack(closed(config.warmup_seconds), lambda r: None)
+            saturation = _measure(closed(config.saturation_seconds), stack, workers, batching, "saturation",
+                                  metrics, raw_dir / f"{name}-saturation.jsonl")
+            measurements.append(saturation)
+            console.print(f"{saturation.label}: saturated at {saturation.throughput:.1f} req/s "
+                          f"(p50 {saturation.p50_ms:.1f} ms)")
+            for level in config.load_levels:
+                rate = max(1.0, round(level * saturation.throughput, 1))
+                spec = engine.AttackSpec(targets=targets, rate=rate, duration=config.load_seconds, name=name,
+                                         timeout=30)
+                measurement = _measure(spec, stack, workers, batching, "load", metrics,
+                                       raw_dir / f"{name}-rate{rate:g}.jsonl")
+                measurements.append(measurement)
+                for note in measurement.warnings:
+                    console.print(f"[bold red]WARNING[/] {measurement.label} at {rate:g} req/s: {note}")
+        finally:
+            launcher.stop_all()
+    return measurements
+
+
+def write_outputs(out: Path, measurements: list[Measurement], ceiling: dict, info: dict, config: MatrixConfig) -> None:
+    rows = [asdict(m) | {"label": m.label} for m in measurements]
+    (out / "summary.json").write_text(json.dumps({"ceiling": ceiling, "measurements": rows}, indent=2))
+    (out / "machine.json").write_text(json.dumps(info, indent=2))
+    with open(out / "summary.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[k for k in rows[0] if k != "warnings"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    from loadtest.plots import latency_chart, throughput_chart
+
+    saturated = [m for m in measurements if m.kind == "saturation"]
+    throughput_chart(saturated, ceiling["rate"], out / "throughput.png")
+    latency_chart([m for m in measurements if m.kind == "load"], out / "latency.png")
+    lines = [
+        f"# Benchmark {out.name}",
+        "",
+        f"{info['cpus']} CPUs ({info['cpu_model']}), {info['platform']}, Python {info['python']}; "
+        f"mix `{config.mix}`, {config.texts_per_request} text(s) per request; saturation: closed loop, "
+        f"{config.concurrency} workers, {config.saturation_seconds:g} s; load levels: open loop, "
+        f"{config.load_seconds:g} s each.",
+        "",
+        f"Raw ONNX Runtime ceiling (no server, best batch size {ceiling['batch']}): **{ceiling['rate']:.1f} "
+        "sequences/s**, measured in the same run.",
+        "",
+        "| configuration | saturated req/s | x ceiling | p50 ms | p99 ms | success |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for m in sorted(saturated, key=lambda m: -m.throughput):
+        lines.append(f"| {m.label} | {m.throughput:.1f} | {m.throughput / ceiling['rate']:.2f} | {m.p50_ms:.1f} | "
+                     f"{m.p99_ms:.1f} | {m.success:.1%} |")
+    lines += ["", "![throughput](throughput.png)", "",
+              "Latency versus offered load (open loop, latency from each request's scheduled time):", "",
+              "![latency](latency.png)", ""]
+    warned = [m for m in measurements if m.warnings]
+    if warned:
+        lines += ["Warnings:", ""] + [f"- {m.label} at {m.offered_rate or 0:g} req/s: {w}" for m in warned
+                                       for w in m.warnings]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_port: int | None = None) -> Path:
+    from loadtest.ceiling import ceiling
+
+    run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = out_root / run_id
+    raw_dir = out / "raw"
+    raw_dir.mkdir(parents=True)
+    metrics = None
+    if metrics_port:
+        metrics = GeneratorMetrics()
+        metrics.serve(metrics_port)
+    info = machine_info()
+    reference = ceiling(model_dir, MIXES[config.mix](512), config.ceiling_seconds)
+    console.print(f"raw ONNX Runtime ceiling: {reference['rate']:.1f} sequences/s at batch {reference['batch']}")
+    measurements: list[Measurement] = []
+    runs = config.runs()
+    for index, (stack, workers, batching) in enumerate(runs, 1):
+        console.print(f"[bold]({index}/{len(runs)})[/] STACK={stack} WORKERS={workers} "
+                      f"BATCHING={'on' if batching else 'off'}")
+        measurements += run_config(config, stack, workers, batching, model_dir, raw_dir, metrics)
+    write_outputs(out, measurements, reference, info, config)
+    return out
+
+
+def replot(out: Path) -> None:
+    """Redraw the charts and report of a finished run from its summary.json."""
+    data = json.loads((out / "summary.json").read_text())
+    fields = set(Measurement.__dataclass_fields__)
+    measurements = [Measurement(**{k: v for k, v in row.items() if k in fields}) for row in data["measurements"]]
+    config = MatrixConfig(configs=[])
+    write_outputs(out, measurements, data["ceiling"], json.loads((out / "machine.json").read_text()), config)
