@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -25,9 +24,8 @@ from rich.console import Console
 from rich.table import Table
 
 from loadtest.ceiling import raw_onnxruntime
-from services.launcher import Launcher, free_port
-from services.stacks import StackOptions, stack_processes
-from services.triton.server import TritonPorts
+from loadtest.stackrun import running_stack
+from loadtest.targets import build_target
 
 SENTENCE = "The quick brown fox jumps over the lazy dog while the cat watches."
 console = Console(width=150)
@@ -71,29 +69,12 @@ def group_cpu_seconds(pgid: int) -> float:
 
 
 def run_stack(model_dir: Path, stack: str, workers: int, batching: bool, seconds: float, concurrency: int) -> Row:
-    with tempfile.TemporaryDirectory() as run_dir:
-        ports = TritonPorts(free_port(), free_port(), free_port())
-        options = StackOptions(stack=stack, workers=workers, batching=batching, host="127.0.0.1", port=free_port(),
-                               model_dir=model_dir, run_dir=Path(run_dir), triton_ports=ports,
-                               endpoints_file=Path(run_dir) / "endpoints.json")
-        launcher = Launcher(Path(run_dir))
-        try:
-            for spec in stack_processes(options):
-                launcher.start_ready(spec, detach=True, timeout=180)
-            if stack == "triton":
-                url = f"http://127.0.0.1:{ports.http}/v2/models/ensemble/infer"
-                body = json.dumps({"inputs": [{"name": "TEXT", "shape": [1, 1], "datatype": "BYTES",
-                                               "data": [SENTENCE]}]})
-            else:
-                url = f"http://127.0.0.1:{options.port}/serve/minilm"
-                body = json.dumps({"text": SENTENCE})
-            hey(url, body, 3, concurrency)  # warm-up
-            gateway_pgid = launcher.procs[-1][1].pid
-            cpu_before = group_cpu_seconds(gateway_pgid)
-            rate, p50, p99, errors = hey(url, body, seconds, concurrency)
-            cpu = group_cpu_seconds(gateway_pgid) - cpu_before
-        finally:
-            launcher.stop_all()
+    with running_stack(stack, model_dir, workers=workers, batching=batching) as running:
+        target = build_target(running.base_url, running.request_format, [SENTENCE])
+        hey(target.url, target.body.decode(), 3, concurrency)  # warm-up
+        cpu_before = group_cpu_seconds(running.front_pid)
+        rate, p50, p99, errors = hey(target.url, target.body.decode(), seconds, concurrency)
+        cpu = group_cpu_seconds(running.front_pid) - cpu_before
     name = f"{stack}, workers {workers}" if stack != "triton" else "triton ensemble"
     if stack != "fastapi":
         name += f", batching {'on' if batching else 'off'}"

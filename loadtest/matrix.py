@@ -10,7 +10,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import tempfile
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,10 +21,8 @@ from loadtest.metrics import GeneratorMetrics
 from loadtest.report import summarize
 from loadtest.results import Result, write_results
 from loadtest.sentences import MIXES
+from loadtest.stackrun import running_stack
 from loadtest.targets import build_targets
-from services.launcher import Launcher, free_port
-from services.stacks import StackOptions, stack_processes
-from services.triton.server import TritonPorts
 
 console = Console(stderr=True)
 
@@ -120,44 +117,30 @@ def _measure(spec: engine.AttackSpec, stack: str, workers: int, batching: bool, 
 def run_config(config: MatrixConfig, stack: str, workers: int, batching: bool, model_dir: Path, raw_dir: Path,
                metrics: GeneratorMetrics | None = None) -> list[Measurement]:
     measurements = []
-    with tempfile.TemporaryDirectory() as run_dir:
-        options = StackOptions(stack=stack, workers=workers, batching=batching, host="127.0.0.1", port=free_port(),
-                               model_dir=model_dir, run_dir=Path(run_dir),
-                               triton_ports=TritonPorts(free_port(), free_port(), free_port()),
-                               endpoints_file=Path(run_dir) / "endpoints.json")
-        launcher = Launcher(Path(run_dir))
-        try:
-            for spec in stack_processes(options):
-                launcher.start_ready(spec, detach=True, timeout=240)
-            if stack == "triton":
-                base, fmt = f"http://127.0.0.1:{options.triton_ports.http}", "kserve"
-            else:
-                base, fmt = f"http://127.0.0.1:{options.port}", "serve"
-            texts = MIXES[config.mix](max(200, 50 * config.texts_per_request))
-            targets = build_targets(base, fmt, texts, config.texts_per_request)
-            name = f"{stack}-w{workers}-{'on' if batching else 'off'}"
+    with running_stack(stack, model_dir, workers=workers, batching=batching) as running:
+        texts = MIXES[config.mix](max(200, 50 * config.texts_per_request))
+        targets = build_targets(running.base_url, running.request_format, texts, config.texts_per_request)
+        name = f"{stack}-w{workers}-{'on' if batching else 'off'}"
 
-            def closed(seconds: float) -> engine.AttackSpec:
-                return engine.AttackSpec(targets=targets, rate=None, concurrency=config.concurrency,
-                                         duration=seconds, name=name)
+        def closed(seconds: float) -> engine.AttackSpec:
+            return engine.AttackSpec(targets=targets, rate=None, concurrency=config.concurrency,
+                                     duration=seconds, name=name)
 
-            engine.attack(closed(config.warmup_seconds), lambda r: None)
-            saturation = _measure(closed(config.saturation_seconds), stack, workers, batching, "saturation",
-                                  metrics, raw_dir / f"{name}-saturation.jsonl")
-            measurements.append(saturation)
-            console.print(f"{saturation.label}: saturated at {saturation.throughput:.1f} req/s "
-                          f"(p50 {saturation.p50_ms:.1f} ms)")
-            for level in config.load_levels:
-                rate = max(1.0, round(level * saturation.throughput, 1))
-                spec = engine.AttackSpec(targets=targets, rate=rate, duration=config.load_seconds, name=name,
-                                         timeout=30)
-                measurement = _measure(spec, stack, workers, batching, "load", metrics,
-                                       raw_dir / f"{name}-rate{rate:g}.jsonl")
-                measurements.append(measurement)
-                for note in measurement.warnings:
-                    console.print(f"[bold red]WARNING[/] {measurement.label} at {rate:g} req/s: {note}")
-        finally:
-            launcher.stop_all()
+        engine.attack(closed(config.warmup_seconds), lambda r: None)
+        saturation = _measure(closed(config.saturation_seconds), stack, workers, batching, "saturation",
+                              metrics, raw_dir / f"{name}-saturation.jsonl")
+        measurements.append(saturation)
+        console.print(f"{saturation.label}: saturated at {saturation.throughput:.1f} req/s "
+                      f"(p50 {saturation.p50_ms:.1f} ms)")
+        for level in config.load_levels:
+            rate = max(1.0, round(level * saturation.throughput, 1))
+            spec = engine.AttackSpec(targets=targets, rate=rate, duration=config.load_seconds, name=name,
+                                     timeout=30)
+            measurement = _measure(spec, stack, workers, batching, "load", metrics,
+                                   raw_dir / f"{name}-rate{rate:g}.jsonl")
+            measurements.append(measurement)
+            for note in measurement.warnings:
+                console.print(f"[bold red]WARNING[/] {measurement.label} at {rate:g} req/s: {note}")
     return measurements
 
 

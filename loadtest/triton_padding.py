@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import typer
 
-from loadtest.sentences import mixed
 from loadtest.ceiling import raw_onnxruntime
-from services.launcher import Launcher, free_port
-from services.stacks import StackOptions, triton_service
-from services.triton.server import TritonPorts
+from loadtest.sentences import mixed
+from loadtest.stackrun import running_stack
 
 
 async def closed_loop(grpc_url: str, texts: list[str], seconds: float, concurrency: int) -> tuple[int, list[float]]:
@@ -55,19 +52,10 @@ def main(
     texts = mixed(2000)
     rows = [("raw onnxruntime, batch 32", raw_onnxruntime(model_dir, texts, seconds, batches=(32,))[32], None, None)]
     for padding in ("ragged", "bucket"):
-        with tempfile.TemporaryDirectory() as run_dir:
-            ports = TritonPorts(free_port(), free_port(), free_port())
-            options = StackOptions(stack="triton", model_dir=model_dir, run_dir=Path(run_dir), triton_ports=ports,
-                                   padding=padding)
-            spec = triton_service(options, models=["tokenizer", "encoder", "ensemble"])
-            launcher = Launcher(Path(run_dir))
-            try:
-                launcher.start_ready(spec, detach=True, timeout=180)
-                url = f"127.0.0.1:{ports.grpc}"
-                asyncio.run(closed_loop(url, texts, 3, concurrency))  # warm-up
-                count, latencies = asyncio.run(closed_loop(url, texts, seconds, concurrency))
-            finally:
-                launcher.stop_all()
+        with running_stack("triton", model_dir, padding=padding) as running:
+            url = f"127.0.0.1:{running.options.triton_ports.grpc}"
+            asyncio.run(closed_loop(url, texts, 3, concurrency))  # warm-up
+            count, latencies = asyncio.run(closed_loop(url, texts, seconds, concurrency))
         p50 = statistics.median(latencies) * 1000
         p99 = float(np.percentile(latencies, 99)) * 1000
         rows.append((f"triton ensemble, batching on, {padding}", count / seconds, p50, p99))

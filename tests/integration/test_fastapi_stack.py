@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import base64
-import os
-import signal
-import time
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import numpy as np
 import pytest
 

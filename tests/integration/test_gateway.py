@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import textwrap
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -13,8 +12,8 @@ import httpx
 import numpy as np
 import pytest
 
-from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.common.contract import TensorSpec
+from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.triton.repository import RenderOptions
 from tests.conftest import start_gateway, start_triton, worker_pids
 from tests.integration.test_fastapi_stack import reference

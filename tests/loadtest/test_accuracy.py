@@ -100,11 +100,12 @@ def test_a_one_second_stall_shows_in_open_loop_percentiles():
 def test_generator_metrics_are_served(delay_server):
     from loadtest.metrics import GeneratorMetrics
 
-    metrics = GeneratorMetrics({"stack": "fastapi", "workers": "2", "batching": "on", "rate": "50"})
+    metrics = GeneratorMetrics()
     port = free_port()
     metrics.serve(port)
     spec = engine.AttackSpec(targets=[Target("GET", delay_server + "/x")], rate=50, duration=1)
-    engine.attack(spec, metrics.observe)
+    engine.attack(spec, metrics.observer({"stack": "fastapi", "workers": "2", "batching": "on", "rate": "50"}))
     text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
     assert 'loadtest_requests_total{batching="on",code="200",rate="50",stack="fastapi",workers="2"} 50.0' in text
     assert 'loadtest_latency_seconds_bucket{batching="on",le="0.00025",rate="50",stack="fastapi",workers="2"}' in text
+    assert 'loadtest_target_rate{batching="on",rate="50",stack="fastapi",workers="2"} 50.0' in text
