@@ -22,12 +22,21 @@ def error_response(error: ServingError) -> JSONResponse:
     return JSONResponse(error.to_dict(), status_code=error.status_code, headers=headers)
 
 
+def logged_error_response(method: str, path: str, error: ServingError) -> JSONResponse:
+    if error.status_code >= 500:
+        log.warning("%s %s -> %d: %s", method, path, error.status_code, error.message)
+    return error_response(error)
+
+
+def internal_error_response() -> JSONResponse:
+    body = {"error": {"message": "internal error; see the server log", "type": "internal_error", "code": 500}}
+    return JSONResponse(body, status_code=500)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServingError)
     async def _serving_error(request: Request, exc: ServingError) -> JSONResponse:
-        if exc.status_code >= 500:
-            log.warning("%s %s -> %d: %s", request.method, request.url.path, exc.status_code, exc.message)
-        return error_response(exc)
+        return logged_error_response(request.method, request.url.path, exc)
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
@@ -51,5 +60,4 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        body = {"error": {"message": "internal error; see the server log", "type": "internal_error", "code": 500}}
-        return JSONResponse(body, status_code=500)
+        return internal_error_response()

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from services.api.body import read_body
-from services.api.errors import error_response
+from services.api.errors import internal_error_response, logged_error_response
 from services.api.routes import serve_core
 from services.common.errors import ServingError
 
@@ -51,11 +51,8 @@ class ServeFastPath:
         try:
             response: Response = await serve_core(dataplane, parts[0], parts[1] if len(parts) == 2 else None, read)
         except ServingError as exc:
-            if exc.status_code >= 500:
-                log.warning("POST %s -> %d: %s", scope["path"], exc.status_code, exc.message)
-            response = error_response(exc)
+            response = logged_error_response("POST", scope["path"], exc)
         except Exception:
             log.exception("unhandled error on POST %s", scope["path"])
-            response = JSONResponse({"error": {"message": "internal error; see the server log",
-                                               "type": "internal_error", "code": 500}}, status_code=500)
+            response = internal_error_response()
         await response(scope, receive, send)
