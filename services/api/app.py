@@ -63,4 +63,4 @@ def create_app(settings: ApiSettings, backend_factory: BackendFactory, *, servic
     for extra in routers:
         app.include_router(extra)
     install_error_handlers(app)
-    return ObservabilityMiddleware(ServeFastPath(app, app), service_name=service_name)
+    return ObservabilityMiddleware(ServeFastPath(app), service_name=service_name)

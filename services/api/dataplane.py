@@ -101,6 +101,10 @@ class DataPlane:
         self.ready = True
         return True
 
+    async def is_ready(self) -> bool:
+        """Warmed up (retrying the warm-up if it failed, e.g. Triton came up late) and the backend answers."""
+        return (self.ready or await self.warm_up()) and await self.backend.ready()
+
     async def predict(self, texts: list[str], truncate: bool | None = None) -> Prediction:
         if len(texts) > self.settings.max_texts:
             raise PayloadTooLarge(

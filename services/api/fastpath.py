@@ -21,9 +21,8 @@ log = logging.getLogger(__name__)
 
 
 class ServeFastPath:
-    def __init__(self, app, fastapi_app):
-        self.app = app
-        self.fastapi_app = fastapi_app
+    def __init__(self, app):
+        self.app = app  # the FastAPI app: everything else goes to it, and its state holds the data plane
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith("/serve/"):
@@ -31,7 +30,7 @@ class ServeFastPath:
         parts = scope["path"][len("/serve/"):].split("/")
         if not 1 <= len(parts) <= 2 or not all(parts):
             return await self.app(scope, receive, send)  # FastAPI answers its 404
-        dataplane = getattr(self.fastapi_app.state, "dataplane", None)
+        dataplane = getattr(self.app.state, "dataplane", None)
         if dataplane is None:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}

@@ -128,7 +128,7 @@ async def live() -> dict:
 @router.get("/health/ready", summary="The model is loaded, warmed up and its backend answers")
 async def ready(request: Request) -> JSONResponse:
     dataplane = _dataplane(request)
-    ok = (dataplane.ready or await dataplane.warm_up()) and await dataplane.backend.ready()
+    ok = await dataplane.is_ready()
     body = {"status": "ready" if ok else "not ready", "model": dataplane.manifest.name,
             "version": dataplane.manifest.version}
     return JSONResponse(body, status_code=200 if ok else 503, headers=None if ok else {"Retry-After": "1"})

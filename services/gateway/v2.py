@@ -107,7 +107,7 @@ async def live() -> Response:
 @router.get("/health/ready")
 async def ready(request: Request) -> Response:
     dataplane = _dataplane(request)
-    ok = dataplane.ready and await dataplane.backend.ready()
+    ok = await dataplane.is_ready()
     return _json({"ready": ok}, 200 if ok else 503)
 
 
@@ -126,7 +126,7 @@ async def model_metadata(request: Request, model: str, version: str | None = Non
 async def model_ready(request: Request, model: str, version: str | None = None) -> Response:
     dataplane = _dataplane(request)
     dataplane.check_model_name(model)
-    ok = dataplane.ready and await dataplane.backend.ready()
+    ok = await dataplane.is_ready()
     return _json({"name": model, "ready": ok}, 200 if ok else 503)
 
 
