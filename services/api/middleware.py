@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
-import uuid
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
@@ -13,6 +14,14 @@ from observability.logging import request_id_var, trace_id_var
 from observability.tracing import extract_context, get_tracer, tracing_enabled
 
 UNMETERED = ("/metrics", "/health")
+
+
+def _request_ids():
+    """Unique per process and cheap (uuid4 reads the kernel's random source on every call)."""
+    prefix = os.urandom(6).hex()
+    for number in itertools.count(1):
+        yield f"{prefix}-{number:x}"
+
 
 
 def route_label(path: str) -> str:
@@ -29,13 +38,14 @@ class ObservabilityMiddleware:
     def __init__(self, app, service_name: str):
         self.app = app
         self.tracer = get_tracer(service_name)
+        self.request_ids = _request_ids()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path: str = scope["path"]
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        request_id = headers.get("x-request-id") or uuid.uuid4().hex
+        request_id = headers.get("x-request-id") or next(self.request_ids)
         token = request_id_var.set(request_id)
         status = {"code": 500}
 
