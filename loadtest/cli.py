@@ -48,6 +48,7 @@ def attack_command(
     metrics_port: int = typer.Option(None, help="Serve the generator's Prometheus metrics on this port."),
     label: list[str] = typer.Option([], help="Run label key=value for the metrics (stack, workers, batching, rate)."),
     report: str = typer.Option("text", help="Report printed at the end: text | json | none."),
+    trace_ratio: float = typer.Option(0.0, min=0.0, max=1.0, help="Fraction of requests that start a W3C trace."),
 ) -> None:
     """Attack, then print a Vegeta-style report."""
     if targets is not None:
@@ -57,7 +58,7 @@ def attack_command(
             raise typer.BadParameter(f"--mix must be one of {', '.join(MIXES)}")
         target_list = build_targets(url, format, MIXES[mix](max(200, texts * 50)), texts)
     spec = engine.AttackSpec(targets=target_list, rate=rate, concurrency=concurrency, duration=duration,
-                             requests=requests, timeout=timeout, name=mix)
+                             requests=requests, timeout=timeout, name=mix, trace_ratio=trace_ratio)
     labels = {"rate": str(rate or 0), **_labels(label)}
     observe = None
     if metrics_port:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -34,6 +35,9 @@ class AttackSpec:
     max_inflight: int = 10_000
     """Open loop: requests outstanding at once before the generator records them as failed (it never waits)."""
     name: str = ""
+    trace_ratio: float = 0.0
+    """Fraction of requests that start a sampled W3C trace (a `traceparent` header), so a trace can run from the
+    generator through the gateway into Triton."""
 
     def total(self) -> int | None:
         if self.rate is not None:
@@ -79,12 +83,20 @@ class AttackStats:
 Callback = Callable[[Result], None]
 
 
+def traceparent() -> str:
+    """A new sampled W3C trace context."""
+    return f"00-{random.getrandbits(128):032x}-{random.getrandbits(64):016x}-01"
+
+
 async def _fire(session: aiohttp.ClientSession, target: Target, seq: int, due_wall: float, due_mono: float,
-                name: str) -> Result:
+                name: str, trace_ratio: float = 0.0) -> Result:
     code, size, error = 0, 0, ""
+    headers = target.headers
+    if trace_ratio and random.random() < trace_ratio:
+        headers = {**headers, "traceparent": traceparent()}
     try:
         async with session.request(target.method, target.url, data=target.body or None,
-                                   headers=target.headers) as response:
+                                   headers=headers) as response:
             body = await response.read()
             code, size = response.status, len(body)
             if code >= 400:
@@ -130,7 +142,8 @@ async def open_loop(spec: AttackSpec, on_result: Callback, *, start_wall: float 
                                  error="generator: too many requests in flight", attack=spec.name))
             else:
                 target = spec.targets[index % len(spec.targets)]
-                task = asyncio.create_task(_fire(session, target, index, due_wall, due_mono, spec.name))
+                task = asyncio.create_task(_fire(session, target, index, due_wall, due_mono, spec.name,
+                                                 spec.trace_ratio))
                 task.add_done_callback(lambda t: (pending.discard(t), on_result(t.result())))
                 pending.add(task)
             stats.sent += 1
@@ -161,7 +174,7 @@ async def closed_loop(spec: AttackSpec, on_result: Callback) -> AttackStats:
                 stats.first_send = stats.first_send or now
                 stats.last_send = now
                 target = spec.targets[seq % len(spec.targets)]
-                on_result(await _fire(session, target, seq, time.time(), now, spec.name))
+                on_result(await _fire(session, target, seq, time.time(), now, spec.name, spec.trace_ratio))
 
         await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
     stats.cpu_seconds = time.process_time() - cpu_start

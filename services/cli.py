@@ -151,6 +151,8 @@ def up(
     triton_metrics_port: int = typer.Option(8002, help="Triton Prometheus metrics port."),
     padding: str = typer.Option("ragged", help="How variable-length inputs batch in Triton: ragged | bucket."),
     endpoints_file: Path = typer.Option(Path("endpoints.json"), help="clearml: the gateway's endpoint file."),
+    otlp_endpoint: str = typer.Option(None, help="Trace every service (Triton included) to this OTLP/HTTP URL, "
+                                      "e.g. http://127.0.0.1:4318/v1/traces."),
     detach: bool = typer.Option(False, help="Run in the background; return once ready."),
     ready_timeout: float = typer.Option(180.0, help="Seconds to wait for readiness."),
 ) -> None:
@@ -163,6 +165,7 @@ def up(
         _fail(ValueError(f"BATCHING must be on or off, not '{batching}'"))
     options = StackOptions(stack=stack, workers=workers, batching=batching == "on", host=host, port=port,
                            model_dir=model_dir, padding=padding, endpoints_file=endpoints_file,
+                           otlp_endpoint=otlp_endpoint,
                            triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port))
     launcher = Launcher(options.run_dir)
     try:

@@ -30,6 +30,8 @@ class StackOptions:
     triton_ports: TritonPorts = TritonPorts()
     padding: str = "ragged"
     endpoints_file: Path = Path("endpoints.json")
+    otlp_endpoint: str | None = None
+    """Trace every service of the stack (OTLP/HTTP traces URL); None: tracing off."""
 
 
 def _multiproc_dir(options: StackOptions, name: str) -> str:
@@ -50,6 +52,9 @@ def http_service(options: StackOptions, *, name: str, app: str, env_prefix: str,
         "PROMETHEUS_MULTIPROC_DIR": _multiproc_dir(options, name),
         **(extra_env or {}),
     }
+    if options.otlp_endpoint:
+        env[f"{env_prefix}OBSERVABILITY__TRACING"] = "true"
+        env[f"{env_prefix}OBSERVABILITY__OTLP_ENDPOINT"] = options.otlp_endpoint
     argv = [
         sys.executable, "-m", "gunicorn", "-c", "python:services.api.gunicorn_conf",
         "--bind", f"{options.host}:{options.port}", "--workers", str(options.workers),
@@ -84,4 +89,14 @@ def triton_service(options: StackOptions, *, models: list[str], render_options: 
     render_options = render_options or RenderOptions(target="local", batching=options.batching,
                                                      padding=options.padding)
     repository = render(options.model_dir, options.run_dir / "triton-repository", render_options)
-    return triton_process(repository, options.run_dir, options.triton_ports, models)
+    return triton_process(repository, options.run_dir, options.triton_ports, models,
+                          extra_args=triton_tracing_args(options.otlp_endpoint))
+
+
+def triton_tracing_args(otlp_endpoint: str | None) -> list[str]:
+    """Triton's OpenTelemetry mode: it exports its own spans and joins the caller's W3C `traceparent`."""
+    if not otlp_endpoint:
+        return []
+    return ["--trace-config=mode=opentelemetry", "--trace-config=rate=1", "--trace-config=level=TIMESTAMPS",
+            f"--trace-config=opentelemetry,url={otlp_endpoint}",
+            "--trace-config=opentelemetry,resource=service.name=triton"]

@@ -100,7 +100,8 @@ class TritonServer:
 
 
 def start_triton(tmp_path: Path, model_dir: Path, render_options=None,
-                 models: tuple[str, ...] = ("tokenizer", "encoder", "ensemble")) -> TritonServer:
+                 models: tuple[str, ...] = ("tokenizer", "encoder", "ensemble"),
+                 extra_args: list[str] | None = None) -> TritonServer:
     """The real tritonserver from the nvidia-pytriton wheel, on free ports."""
     from services.stacks import triton_service
     from services.triton.server import TritonPorts
@@ -108,6 +109,7 @@ def start_triton(tmp_path: Path, model_dir: Path, render_options=None,
     ports = TritonPorts(free_port(), free_port(), free_port())
     options = StackOptions(stack="triton", model_dir=model_dir, run_dir=tmp_path, triton_ports=ports)
     spec = triton_service(options, models=list(models), render_options=render_options)
+    spec.argv += extra_args or []
     launcher = Launcher(tmp_path)
     launcher.start_ready(spec, detach=True, timeout=120)
     return TritonServer(f"http://127.0.0.1:{ports.http}", f"127.0.0.1:{ports.grpc}",

@@ -109,3 +109,17 @@ def test_generator_metrics_are_served(delay_server):
     assert 'loadtest_requests_total{batching="on",code="200",rate="50",stack="fastapi",workers="2"} 50.0' in text
     assert 'loadtest_latency_seconds_bucket{batching="on",le="0.00025",rate="50",stack="fastapi",workers="2"}' in text
     assert 'loadtest_target_rate{batching="on",rate="50",stack="fastapi",workers="2"} 50.0' in text
+
+
+def test_trace_ratio_starts_traces_on_that_share_of_requests():
+    proc, url = start_server(str(DELAY))
+    try:
+        spec = engine.AttackSpec(targets=[Target("GET", url + "/x")], rate=200, duration=2, trace_ratio=0.5)
+        results, _ = run(spec)
+        traced = httpx.get(url + "/stats").json()["traced"]
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert len(results) == 400 and 140 <= traced <= 260, traced
+    header = engine.traceparent()
+    assert header.startswith("00-") and header.endswith("-01") and len(header) == 55

@@ -18,10 +18,12 @@ def main() -> None:
     stall_at = float(sys.argv[3]) if len(sys.argv) > 3 else None
     stall = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     started = time.monotonic()
-    state = {"stalled": False}
+    state = {"stalled": False, "traced": 0}
 
     async def handle(request: web.Request) -> web.Response:
         await request.read()
+        if "traceparent" in request.headers:
+            state["traced"] += 1
         if stall_at is not None and not state["stalled"] and time.monotonic() - started >= stall_at:
             state["stalled"] = True
             time.sleep(stall)  # blocks the event loop: every request waits
@@ -34,8 +36,12 @@ def main() -> None:
         state["stalled"] = False
         return web.Response(text="reset")
 
+    async def stats(request: web.Request) -> web.Response:
+        return web.json_response({"traced": state["traced"]})
+
     app = web.Application()
     app.router.add_post("/reset", reset)
+    app.router.add_get("/stats", stats)
     app.router.add_route("*", "/{tail:.*}", handle)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
