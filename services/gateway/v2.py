@@ -10,8 +10,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from tritonclient.utils import deserialize_bytes_tensor
 
+from services.api.body import read_body
 from services.api.dataplane import DataPlane, stage
-from services.common.errors import BadRequest, InvalidInput, PayloadTooLarge
+from services.common.errors import BadRequest, InvalidInput
 
 router = APIRouter(prefix="/v2")
 TEXT = "TEXT"
@@ -19,6 +20,15 @@ TEXT = "TEXT"
 
 def _dataplane(request: Request) -> DataPlane:
     return request.app.state.dataplane
+
+
+def _model(request: Request, model: str, version: str | None) -> DataPlane:
+    """The data plane, once `model` (and `version`, if given) name what this gateway serves; else 404."""
+    dataplane = _dataplane(request)
+    dataplane.check_model_name(model)
+    if version is not None:
+        dataplane.check_endpoint(dataplane.settings.endpoint, version)
+    return dataplane
 
 
 def _json(payload: dict, status: int = 200) -> Response:
@@ -114,38 +124,24 @@ async def ready(request: Request) -> Response:
 @router.get("/models/{model}")
 @router.get("/models/{model}/versions/{version}")
 async def model_metadata(request: Request, model: str, version: str | None = None) -> Response:
-    dataplane = _dataplane(request)
-    dataplane.check_model_name(model)
-    if version is not None:
-        dataplane.check_endpoint(dataplane.settings.endpoint, version)
-    return _json(_metadata(dataplane))
+    return _json(_metadata(_model(request, model, version)))
 
 
 @router.get("/models/{model}/ready")
 @router.get("/models/{model}/versions/{version}/ready")
 async def model_ready(request: Request, model: str, version: str | None = None) -> Response:
-    dataplane = _dataplane(request)
-    dataplane.check_model_name(model)
-    ok = await dataplane.is_ready()
+    ok = await _model(request, model, version).is_ready()
     return _json({"name": model, "ready": ok}, 200 if ok else 503)
 
 
 @router.post("/models/{model}/infer")
 @router.post("/models/{model}/versions/{version}/infer")
 async def infer(request: Request, model: str, version: str | None = None) -> Response:
-    dataplane = _dataplane(request)
-    dataplane.check_model_name(model)
-    if version is not None:
-        dataplane.check_endpoint(dataplane.settings.endpoint, version)
+    dataplane = _model(request, model, version)
     with dataplane.admit():
         with stage("parse"):
-            limit = dataplane.settings.max_body_bytes
-            raw = bytearray()
-            async for chunk in request.stream():
-                raw += chunk
-                if len(raw) > limit:
-                    raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
-            body, blob = split_body(bytes(raw), request.headers.get("inference-header-content-length"))
+            raw = await read_body(request.stream(), request.headers, dataplane.settings.max_body_bytes)
+            body, blob = split_body(raw, request.headers.get("inference-header-content-length"))
             texts = texts_from_request(body, blob)
         prediction = await dataplane.predict(texts)
         with stage("postprocess"):

@@ -332,3 +332,12 @@ def test_sigterm_drains_the_gateway(tmp_path, tiny_model):
     finally:
         server.launcher.stop_all()
         triton.stop()
+
+
+def test_v2_routes_refuse_unknown_models_and_versions(gateway):
+    with gateway.client() as client:
+        assert client.get("/v2/models/minilm/versions/1/ready").status_code == 200
+        for path in ("/v2/models/other", "/v2/models/minilm/versions/9", "/v2/models/minilm/versions/9/ready"):
+            assert client.get(path).status_code == 404, path
+        big = client.post("/v2/models/minilm/infer", content=b"x" * ((1 << 20) + 1))
+        assert big.status_code == 413
