@@ -1,0 +1,76 @@
+"""`serving endpoints ...`: edit the gateway's endpoint file; running workers pick changes up without a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+console = Console(stderr=True)
+endpoints_app = typer.Typer(help="Edit the gateway's endpoint file; running workers pick changes up without a restart.",
+                            no_args_is_help=True)
+ENDPOINTS_FILE = typer.Option(Path("endpoints.json"), "--file", help="The endpoint file (GATEWAY_ENDPOINTS_FILE).")
+
+
+def _tensor(text: str):
+    """NAME:DTYPE:SHAPE, e.g. input_ids:INT64:-1,-1"""
+    from services.common.contract import TensorSpec
+
+    try:
+        name, dtype, shape = text.split(":")
+        return TensorSpec(name=name, dtype=dtype.upper(), shape=[int(d) for d in shape.split(",")])
+    except ValueError:
+        raise typer.BadParameter(f"'{text}' is not NAME:DTYPE:SHAPE (e.g. input_ids:INT64:-1,-1)") from None
+
+
+@endpoints_app.command("list")
+def endpoints_list(file: Path = ENDPOINTS_FILE) -> None:
+    """Show the configured endpoints."""
+    from rich.table import Table
+
+    from services.gateway.endpoints import EndpointsFile
+
+    table = Table("endpoint", "engine", "model", "version", "preprocess", "inputs", "outputs")
+    for name, config in EndpointsFile.read(file).endpoints.items():
+        table.add_row(name, config.engine, config.model or "", config.version or "any", config.preprocess or "",
+                      ", ".join(t.name for t in config.inputs), ", ".join(t.name for t in config.outputs))
+    Console().print(table)
+
+
+@endpoints_app.command("add")
+def endpoints_add(
+    name: str = typer.Argument(..., help="Endpoint name: served at /serve/NAME."),
+    engine: str = typer.Option("triton", help="triton | onnxruntime | custom"),
+    model: str = typer.Option(None, help="triton: Triton model name; onnxruntime: exported model directory."),
+    model_version: str = typer.Option("", help="Triton model version ('' = latest)."),
+    version: str = typer.Option(None, help="Version in /serve/NAME/VERSION (default: any)."),
+    preprocess: Path = typer.Option(None, help="Python file with class Preprocess (clearml-serving contract)."),
+    model_file: str = typer.Option(None, help="Passed to Preprocess.load()."),
+    input: list[str] = typer.Option([], "--input", help="NAME:DTYPE:SHAPE, repeat in the order preprocess returns them."),
+    output: list[str] = typer.Option([], "--output", help="NAME:DTYPE:SHAPE, repeat for several outputs."),
+    file: Path = ENDPOINTS_FILE,
+) -> None:
+    """Add or replace an endpoint."""
+    from services.gateway.endpoints import EndpointConfig, EndpointsFile
+
+    config = EndpointConfig(engine=engine, model=model, model_version=model_version, version=version,
+                            preprocess=str(preprocess.resolve()) if preprocess else None, model_file=model_file,
+                            inputs=[_tensor(t) for t in input], outputs=[_tensor(t) for t in output])
+    endpoints = EndpointsFile.read(file)
+    endpoints.endpoints[name] = config
+    endpoints.write(file)
+    console.print(f"endpoint '{name}' written to {file}")
+
+
+@endpoints_app.command("remove")
+def endpoints_remove(name: str = typer.Argument(...), file: Path = ENDPOINTS_FILE) -> None:
+    """Remove an endpoint."""
+    from services.gateway.endpoints import EndpointsFile
+
+    endpoints = EndpointsFile.read(file)
+    if endpoints.endpoints.pop(name, None) is None:
+        console.print(f"[bold red]error:[/] no endpoint '{name}' in {file}")
+        raise typer.Exit(1)
+    endpoints.write(file)
+    console.print(f"endpoint '{name}' removed from {file}")
