@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STACK ?= fastapi
+STACK ?= clearml
 WORKERS ?= 1
 BATCHING ?= on
 PORT ?= 8080

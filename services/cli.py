@@ -76,7 +76,7 @@ def model_repo(
 
 @app.command()
 def up(
-    stack: str = typer.Option("fastapi", help="fastapi | triton | clearml"),
+    stack: str = typer.Option("clearml", help="clearml (the gateway) | fastapi | triton"),
     workers: int = typer.Option(1, min=1, help="HTTP worker processes."),
     batching: str = typer.Option("on", help="Triton dynamic batching: on | off."),
     port: int = typer.Option(8080, help="HTTP port of the stack's API."),
