@@ -70,8 +70,7 @@ class AttackStats:
     def merge(self, other: "AttackStats") -> "AttackStats":
         return AttackStats(
             sent=self.sent + other.sent,
-            first_send=min(x for x in (self.first_send, other.first_send) if x) if self.sent and other.sent
-            else (self.first_send or other.first_send),
+            first_send=min((x for x in (self.first_send, other.first_send) if x), default=0.0),
             last_send=max(self.last_send, other.last_send),
             max_lag=max(self.max_lag, other.max_lag),
             cpu_seconds=self.cpu_seconds + other.cpu_seconds,

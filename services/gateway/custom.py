@@ -43,6 +43,9 @@ class ConfiguredEndpoint:
     preprocess: UserPreprocess | None
     onnx: OnnxModel | None
 
+    def __post_init__(self) -> None:
+        self.collect = statistics_collector(self.name)
+
     @property
     def version(self) -> str:
         return self.config.version or "1"
@@ -51,33 +54,29 @@ class ConfiguredEndpoint:
         if version is not None and self.config.version is not None and version != self.config.version:
             raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.config.version}'")
         state: dict = {}
-        collect = statistics_collector(self.name)
-        data = body
         with stage("preprocess"):
-            if self.preprocess and self.preprocess.has("preprocess"):
-                try:
-                    data = await self.preprocess.call("preprocess", body, state, collect)
-                except ServingError:
-                    raise
-                except Exception as exc:  # the user's code rejected the body
-                    raise InvalidInput(f"preprocess of endpoint '{self.name}' failed: {exc}") from None
+            data = await self._user_step("preprocess", body, state, InvalidInput)
         with stage("triton" if self.config.engine == "triton" else "inference"):
-            data = await self._process(data, state, collect)
+            data = await self._process(data, state)
         with stage("postprocess"):
-            if self.preprocess and self.preprocess.has("postprocess"):
-                try:
-                    data = await self.preprocess.call("postprocess", data, state, collect)
-                except ServingError:
-                    raise
-                except Exception as exc:
-                    raise ServingError(f"postprocess of endpoint '{self.name}' failed: {exc}") from None
+            data = await self._user_step("postprocess", data, state, ServingError)
         return data
 
-    async def _process(self, data: Any, state: dict, collect) -> Any:
-        if self.config.engine == "custom" or (self.preprocess and self.preprocess.has("process")):
-            if not (self.preprocess and self.preprocess.has("process")):
-                raise ConfigurationError(f"endpoint '{self.name}' is custom but its Preprocess has no process()")
-            return await self.preprocess.call("process", data, state, collect)
+    async def _user_step(self, method: str, data: Any, state: dict, error: type[ServingError]) -> Any:
+        """Call the user's `method` if the Preprocess class has it; its failures become `error` (422 for a body
+        preprocess rejects, 500 for a postprocess that breaks)."""
+        if not (self.preprocess and self.preprocess.has(method)):
+            return data
+        try:
+            return await self.preprocess.call(method, data, state, self.collect)
+        except ServingError:
+            raise
+        except Exception as exc:
+            raise error(f"{method} of endpoint '{self.name}' failed: {exc}") from None
+
+    async def _process(self, data: Any, state: dict) -> Any:
+        if self.preprocess and self.preprocess.has("process"):  # the custom engine, or an override of the engine
+            return await self.preprocess.call("process", data, state, self.collect)
         specs = self.config.inputs
         arrays = [data] if len(specs) == 1 else list(data)
         if len(arrays) != len(specs):
@@ -114,14 +113,13 @@ class EndpointRegistry:
                 raise ConfigurationError(f"endpoint '{name}' uses the triton engine but names no model")
             preprocess = None
             if config.preprocess:
-                path = Path(config.preprocess)
-                path = path if path.is_absolute() else base_dir / path
-                preprocess = UserPreprocess(path, config, model_file=config.model_file,
+                preprocess = UserPreprocess(base_dir / config.preprocess, config, model_file=config.model_file,
                                             serving_url=serving_url)
+            if config.engine == "custom" and not (preprocess and preprocess.has("process")):
+                raise ConfigurationError(f"endpoint '{name}' is custom but its Preprocess has no process()")
             onnx = None
             if config.engine == "onnxruntime":
-                model_dir = Path(config.model or "")
-                model_dir = model_dir if model_dir.is_absolute() else base_dir / model_dir
+                model_dir = base_dir / (config.model or "")
                 onnx = OnnxModel(model_dir, Manifest.load(model_dir))
             endpoints[name] = ConfiguredEndpoint(name, config, triton, preprocess, onnx)
         return cls(endpoints)
