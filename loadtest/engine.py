@@ -9,7 +9,6 @@ behind its schedule the attack says so.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 from collections.abc import Callable
@@ -216,7 +215,3 @@ def warnings_for(spec: AttackSpec, stats: AttackStats, processes: int = 1) -> li
     if stats.dropped:
         notes.append(f"{stats.dropped} requests were not sent: more than the in-flight limit were outstanding")
     return notes
-
-
-def cpu_count() -> int:
-    return os.cpu_count() or 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -53,7 +53,3 @@ def write_results(results: Iterable[Result], path: Path) -> None:
 
 def read_results(path: Path) -> list[Result]:
     return [Result.from_vegeta(json.loads(line)) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
-def as_dicts(results: Iterable[Result]) -> list[dict]:
-    return [asdict(r) for r in results]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,7 +67,3 @@ def write_vegeta_targets(targets: list[Target], path: Path) -> None:
             item = {"method": t.method, "url": t.url, "body": base64.b64encode(t.body).decode(),
                     "header": {k: [v] for k, v in t.headers.items()}}
             out.write(json.dumps(item) + "\n")
-
-
-def round_robin(targets: list[Target]) -> Iterator[Target]:
-    return itertools.cycle(targets)
