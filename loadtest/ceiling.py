@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from services.common.contract import Manifest
+from services.common.contract import TOKENIZER_FILE, Manifest
 from services.common.onnx_runner import OnnxModel, default_threads
 from services.common.tokenization import TextTokenizer
 
@@ -15,7 +15,7 @@ def raw_onnxruntime(model_dir: Path, texts: list[str], seconds: float, batches=(
     """Sequences per second at each batch size (tokenization included, as a server would do it)."""
     manifest = Manifest.load(model_dir)
     model = OnnxModel(model_dir, manifest, threads=default_threads())
-    tokenizer = TextTokenizer(model_dir / "tokenizer.json", manifest.max_seq_length)
+    tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length)
     rates = {}
     for batch in batches:
         chunks = [texts[i:i + batch] for i in range(0, max(1, len(texts) - batch + 1), batch)] or [texts[:batch]]

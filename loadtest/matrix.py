@@ -1,6 +1,8 @@
-"""`loadtest matrix`: reproduce the study. For each STACK x WORKERS x BATCHING in a config file: bring the stack up
-with the launcher `make up` uses, warm up, measure, take it down; then write results/<run-id>/ with raw results,
-summary CSV/JSON, machine info and a Markdown report with charts."""
+"""`loadtest matrix`: the one benchmark driver. For each STACK x WORKERS x BATCHING x PADDING in a matrix file
+(`loadtest/matrices/*.toml`: the study, the stack comparison, the padding comparison): bring the stack up with the
+launcher `make up` uses, warm up, measure its saturated throughput (closed loop) and the CPU its processes spend per
+request, attack it open loop at fractions of that throughput, take it down; then write results/<run-id>/ with raw
+results, summary CSV/JSON, machine info and a Markdown report with charts."""
 
 from __future__ import annotations
 
@@ -27,6 +29,19 @@ from loadtest.targets import build_targets
 console = Console(stderr=True)
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    stack: str
+    workers: int
+    batching: bool
+    padding: str = "ragged"
+
+    @property
+    def name(self) -> str:
+        suffix = "" if self.padding == "ragged" else f"-{self.padding}"
+        return f"{self.stack}-w{self.workers}-{'on' if self.batching else 'off'}{suffix}"
+
+
 @dataclass
 class MatrixConfig:
     configs: list[dict]
@@ -43,12 +58,13 @@ class MatrixConfig:
     def load(cls, path: Path) -> "MatrixConfig":
         return cls(**tomllib.loads(Path(path).read_text()))
 
-    def runs(self) -> list[tuple[str, int, bool]]:
+    def runs(self) -> list[RunSpec]:
         runs = []
         for entry in self.configs:
             for workers in entry.get("workers", [1]):
                 for batching in entry.get("batching", ["on"]):
-                    runs.append((entry["stack"], int(workers), batching == "on"))
+                    for padding in entry.get("padding", ["ragged"]):
+                        runs.append(RunSpec(entry["stack"], int(workers), batching == "on", padding))
         return runs
 
 
@@ -67,11 +83,19 @@ class Measurement:
     max_ms: float
     requests: int
     warnings: list[str] = field(default_factory=list)
+    padding: str = "ragged"
+    cpu_us_per_request: float | None = None
+    """Saturation: CPU time of every server process of the stack per successful request (load generator excluded)."""
+    front_cpu_us_per_request: float | None = None
+    """Saturation: CPU time of the process group receiving requests (for STACK=clearml: the gateway, outside
+    Triton) per successful request."""
 
     @property
     def label(self) -> str:
         text = f"{self.stack} w{self.workers}"
-        return text + (f" batching {'on' if self.batching else 'off'}" if self.stack != "fastapi" else "")
+        if self.stack != "fastapi":
+            text += f" batching {'on' if self.batching else 'off'}"
+        return text + (f" {self.padding}" if self.padding != "ragged" else "")
 
 
 def machine_info() -> dict:
@@ -91,10 +115,10 @@ def machine_info() -> dict:
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
 
 
-def _measure(spec: engine.AttackSpec, stack: str, workers: int, batching: bool, kind: str,
-             metrics: GeneratorMetrics | None, out: Path) -> Measurement:
+def _measure(spec: engine.AttackSpec, run: RunSpec, kind: str, metrics: GeneratorMetrics | None,
+             out: Path) -> Measurement:
     results: list[Result] = []
-    labels = {"stack": stack, "workers": str(workers), "batching": "on" if batching else "off",
+    labels = {"stack": run.stack, "workers": str(run.workers), "batching": "on" if run.batching else "off",
               "rate": f"{spec.rate or 0:g}"}
     observe = metrics.observer(labels) if metrics else None
 
@@ -109,26 +133,33 @@ def _measure(spec: engine.AttackSpec, stack: str, workers: int, batching: bool, 
     lat = summary["latencies"]
     throughput = (summary["throughput"] if kind == "load"
                   else sum(1 for r in results if 200 <= r.code < 400) / stats.wall_seconds)
-    return Measurement(stack, workers, batching, kind, spec.rate, throughput, summary["success"],
+    return Measurement(run.stack, run.workers, run.batching, kind, spec.rate, throughput, summary["success"],
                        lat["50th"] / 1e6, lat["90th"] / 1e6, lat["99th"] / 1e6, lat["max"] / 1e6, len(results),
-                       engine.warnings_for(spec, stats))
+                       engine.warnings_for(spec, stats), padding=run.padding)
 
 
-def run_config(config: MatrixConfig, stack: str, workers: int, batching: bool, model_dir: Path, raw_dir: Path,
+def run_config(config: MatrixConfig, run: RunSpec, model_dir: Path, raw_dir: Path,
                metrics: GeneratorMetrics | None = None) -> list[Measurement]:
     measurements = []
-    with running_stack(stack, model_dir, workers=workers, batching=batching) as running:
+    with running_stack(run.stack, model_dir, workers=run.workers, batching=run.batching,
+                       padding=run.padding) as running:
         texts = MIXES[config.mix](max(200, 50 * config.texts_per_request))
         targets = build_targets(running.base_url, running.request_format, texts, config.texts_per_request)
-        name = f"{stack}-w{workers}-{'on' if batching else 'off'}"
+        name = run.name
 
         def closed(seconds: float) -> engine.AttackSpec:
             return engine.AttackSpec(targets=targets, rate=None, concurrency=config.concurrency,
                                      duration=seconds, name=name)
 
         engine.attack(closed(config.warmup_seconds), lambda r: None)
-        saturation = _measure(closed(config.saturation_seconds), stack, workers, batching, "saturation",
-                              metrics, raw_dir / f"{name}-saturation.jsonl")
+        cpu_before = running.cpu_seconds()
+        saturation = _measure(closed(config.saturation_seconds), run, "saturation", metrics,
+                              raw_dir / f"{name}-saturation.jsonl")
+        cpu_after = running.cpu_seconds()
+        served = saturation.throughput * config.saturation_seconds
+        if served:
+            saturation.cpu_us_per_request = (cpu_after[0] - cpu_before[0]) / served * 1e6
+            saturation.front_cpu_us_per_request = (cpu_after[1] - cpu_before[1]) / served * 1e6
         measurements.append(saturation)
         console.print(f"{saturation.label}: saturated at {saturation.throughput:.1f} req/s "
                       f"(p50 {saturation.p50_ms:.1f} ms)")
@@ -136,8 +167,7 @@ def run_config(config: MatrixConfig, stack: str, workers: int, batching: bool, m
             rate = max(1.0, round(level * saturation.throughput, 1))
             spec = engine.AttackSpec(targets=targets, rate=rate, duration=config.load_seconds, name=name,
                                      timeout=30)
-            measurement = _measure(spec, stack, workers, batching, "load", metrics,
-                                   raw_dir / f"{name}-rate{rate:g}.jsonl")
+            measurement = _measure(spec, run, "load", metrics, raw_dir / f"{name}-rate{rate:g}.jsonl")
             measurements.append(measurement)
             for note in measurement.warnings:
                 console.print(f"[bold red]WARNING[/] {measurement.label} at {rate:g} req/s: {note}")
@@ -156,7 +186,9 @@ def write_outputs(out: Path, measurements: list[Measurement], ceiling: dict, inf
 
     saturated = [m for m in measurements if m.kind == "saturation"]
     throughput_chart(saturated, ceiling["rate"], out / "throughput.png")
-    latency_chart([m for m in measurements if m.kind == "load"], out / "latency.png")
+    load = [m for m in measurements if m.kind == "load"]
+    if load:
+        latency_chart(load, out / "latency.png")
     lines = [
         f"# Benchmark {out.name}",
         "",
@@ -168,15 +200,24 @@ def write_outputs(out: Path, measurements: list[Measurement], ceiling: dict, inf
         f"Raw ONNX Runtime ceiling (no server, best batch size {ceiling['batch']}): **{ceiling['rate']:.1f} "
         "sequences/s**, measured in the same run.",
         "",
-        "| configuration | saturated req/s | x ceiling | p50 ms | p99 ms | success |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| configuration | saturated req/s | x ceiling | p50 ms | p99 ms | success | server CPU us/req "
+        "| front CPU us/req |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def us(value: float | None) -> str:
+        return f"{value:.0f}" if value else "-"
+
     for m in sorted(saturated, key=lambda m: -m.throughput):
         lines.append(f"| {m.label} | {m.throughput:.1f} | {m.throughput / ceiling['rate']:.2f} | {m.p50_ms:.1f} | "
-                     f"{m.p99_ms:.1f} | {m.success:.1%} |")
-    lines += ["", "![throughput](throughput.png)", "",
-              "Latency versus offered load (open loop, latency from each request's scheduled time):", "",
-              "![latency](latency.png)", ""]
+                     f"{m.p99_ms:.1f} | {m.success:.1%} | {us(m.cpu_us_per_request)} | "
+                     f"{us(m.front_cpu_us_per_request)} |")
+    lines += ["", "Server CPU: every process of the stack (load generator excluded); front: the processes that "
+              "receive the requests (the gateway for clearml, everything outside Triton).", "",
+              "![throughput](throughput.png)", ""]
+    if load:
+        lines += ["Latency versus offered load (open loop, latency from each request's scheduled time):", "",
+                  "![latency](latency.png)", ""]
     warned = [m for m in measurements if m.warnings]
     if warned:
         lines += ["Warnings:", ""] + [f"- {m.label} at {m.offered_rate or 0:g} req/s: {w}" for m in warned
@@ -200,10 +241,10 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
     console.print(f"raw ONNX Runtime ceiling: {reference['rate']:.1f} sequences/s at batch {reference['batch']}")
     measurements: list[Measurement] = []
     runs = config.runs()
-    for index, (stack, workers, batching) in enumerate(runs, 1):
-        console.print(f"[bold]({index}/{len(runs)})[/] STACK={stack} WORKERS={workers} "
-                      f"BATCHING={'on' if batching else 'off'}")
-        measurements += run_config(config, stack, workers, batching, model_dir, raw_dir, metrics)
+    for index, run in enumerate(runs, 1):
+        console.print(f"[bold]({index}/{len(runs)})[/] STACK={run.stack} WORKERS={run.workers} "
+                      f"BATCHING={'on' if run.batching else 'off'} PADDING={run.padding}")
+        measurements += run_config(config, run, model_dir, raw_dir, metrics)
     write_outputs(out, measurements, reference, info, config)
     return out
 

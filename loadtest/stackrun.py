@@ -1,8 +1,9 @@
-"""Bring a stack up on free ports for one benchmark measurement, and take it down after: what every benchmark
-here shares with `make up` (the same launcher and process specs)."""
+"""The one benchmark driver's lifecycle half: bring a stack up on free ports with the launcher and process specs
+`make up` uses, tell what its processes cost in CPU, and take it down."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,20 @@ from pathlib import Path
 from services.launcher import Launcher, free_port
 from services.stacks import StackOptions, stack_processes
 from services.triton.server import TritonPorts
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU time of every live process in a process group (with the children they waited for)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # field 5: pgrp
+            total += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / ticks
+    return total
 
 
 @dataclass
@@ -29,10 +44,12 @@ class RunningStack:
     def request_format(self) -> str:
         return "kserve" if self.options.stack == "triton" else "serve"
 
-    @property
-    def front_pid(self) -> int:
-        """Process group of the process that receives requests (the gateway for STACK=clearml)."""
-        return self.launcher.procs[-1][1].pid
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU seconds used so far by (every server process of the stack, the process group receiving requests):
+        for STACK=clearml the second is the gateway alone, everything outside Triton."""
+        groups = [proc.pid for _, proc in self.launcher.procs]
+        per_group = [group_cpu_seconds(pgid) for pgid in groups]
+        return sum(per_group), per_group[-1]
 
 
 @contextmanager

@@ -8,6 +8,9 @@ Prometheus histograms, so `histogram_quantile` works across workers.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -59,6 +62,23 @@ MODEL_INFO = Gauge(
     "serving_model_info", "The model being served (value 1)", ["model", "version", "task"],
     multiprocess_mode="max",
 )
+
+
+_STAGE_CHILDREN: dict = {}
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Time one stage of a request into `serving_stage_duration_seconds{stage=name}` (the label child is cached:
+    `labels()` costs a dict lookup and a lock per call)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        child = _STAGE_CHILDREN.get(name)
+        if child is None:
+            child = _STAGE_CHILDREN[name] = STAGE_LATENCY.labels(name)
+        child.observe(time.perf_counter() - start)
 
 
 def metrics_payload() -> tuple[bytes, str]:

@@ -122,7 +122,7 @@ def observability(
     port: int = typer.Option(9090, help="Prometheus web port."),
 ) -> None:
     """Start a local Prometheus scraping the stack, Triton and the load generator (stopped by `serving down`)."""
-    from observability.prometheus_server import CONFIG_DIR, prometheus_process
+    from services.prometheus import CONFIG_DIR, prometheus_process
     from services.launcher import RUN_DIR, Launcher
 
     try:

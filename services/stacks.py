@@ -20,7 +20,8 @@ STACKS = ("fastapi", "triton", "clearml")
 
 @dataclass(frozen=True)
 class StackOptions:
-    stack: str = "fastapi"
+    stack: str = "clearml"
+    """fastapi | triton | clearml (the gateway, `make up`'s default)."""
     workers: int = 1
     batching: bool = True
     host: str = "0.0.0.0"

@@ -1,12 +1,11 @@
 # The gateway (STACK=clearml front end): gunicorn + uvicorn workers that tokenize and call Triton over gRPC.
+# Installs only the `serve` role: no load generator, plotting, export toolchain or local Triton wheel.
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY services services
 COPY observability observability
-COPY loadtest loadtest
-COPY model_repository model_repository
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir ".[serve]"
 # The exported model (manifest, tokenizer, ONNX file): the gateway reads the manifest and tokenizer from it.
 COPY build/model /models/model
 ENV GATEWAY_MODEL_DIR=/models/model \

@@ -1,13 +1,13 @@
 # Triton with the native onnxruntime/TensorRT backends (NGC image, same Triton release as the nvidia-pytriton wheel
-# used locally) plus this project for the ensemble's Python-backend tokenizer.
+# used locally) plus what the ensemble's Python-backend tokenizer imports: services.common and services.triton, with
+# the `triton-models` role (tokenizers, numpy, pydantic) and nothing else of the project.
 FROM nvcr.io/nvidia/tritonserver:24.10-py3
 WORKDIR /opt/transformer-serving
 COPY pyproject.toml README.md ./
-COPY services services
-COPY observability observability
-COPY loadtest loadtest
-COPY model_repository model_repository
-RUN pip install --no-cache-dir "numpy<2" .
+COPY services/__init__.py services/__init__.py
+COPY services/common services/common
+COPY services/triton services/triton
+RUN pip install --no-cache-dir ".[triton-models]"
 COPY build/model_repository/container /models
 EXPOSE 8000 8001 8002
 CMD ["tritonserver", "--model-repository=/models", "--model-control-mode=explicit", "--load-model=encoder", \

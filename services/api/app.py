@@ -1,36 +1,45 @@
-"""The FastAPI application factory shared by the HTTP stacks: they differ only in their inference backend."""
+"""The FastAPI application factory shared by the HTTP stacks: they differ only in the parts they plug in."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
 
 from observability import metrics
 from observability.logging import setup_logging
 from observability.tracing import setup_tracing, shutdown_tracing
+from services.api import v2
 from services.api.dataplane import DataPlane
 from services.api.errors import install_error_handlers
 from services.api.fastpath import ServeFastPath
 from services.api.middleware import ObservabilityMiddleware
 from services.api.routes import router
-from services.common.backend import InferenceBackend
-from services.common.contract import Manifest
+from services.common.backend import EndpointResolver, InferenceBackend, NoConfiguredEndpoints
+from services.common.contract import TOKENIZER_FILE, Manifest
 from services.common.settings import ApiSettings
 from services.common.tokenization import TextTokenizer
 
 log = logging.getLogger(__name__)
 
-BackendFactory = Callable[[ApiSettings, Manifest], InferenceBackend]
-# Called once the data plane exists; may attach more to it; returns an async cleanup.
-Extension = Callable[[DataPlane], Awaitable[Callable[[], Awaitable[None]]]]
+
+@dataclass
+class StackParts:
+    """What a stack plugs into the shared API, built once the manifest is known."""
+
+    backend: InferenceBackend
+    endpoints: EndpointResolver = field(default_factory=NoConfiguredEndpoints)
+    buckets: list[int] | None = None
+    """Token-length buckets to pad to (a server that batches only equal shapes); None pads to the longest text."""
 
 
-def create_app(settings: ApiSettings, backend_factory: BackendFactory, *, service_name: str,
-               buckets: list[int] | None = None, extension: Extension | None = None,
-               routers: tuple[APIRouter, ...] = ()):
+PartsFactory = Callable[[Manifest], StackParts]
+
+
+def create_app(settings: ApiSettings, parts: PartsFactory, *, service_name: str):
     """The ASGI app a server runs: observability outermost, then the /serve fast path, then FastAPI."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
@@ -39,13 +48,13 @@ def create_app(settings: ApiSettings, backend_factory: BackendFactory, *, servic
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         setup_tracing(service_name, enabled=obs.tracing, endpoint=obs.otlp_endpoint, sampling_ratio=obs.sampling_ratio)
         manifest = Manifest.load(settings.model_dir)
-        tokenizer = TextTokenizer(settings.model_dir / "tokenizer.json", manifest.max_seq_length, buckets)
-        backend = backend_factory(settings, manifest)
-        await backend.start()
-        dataplane = DataPlane(settings, manifest, tokenizer, backend)
+        stack = parts(manifest)
+        tokenizer = TextTokenizer(settings.model_dir / TOKENIZER_FILE, manifest.max_seq_length, stack.buckets)
+        await stack.backend.start()
+        await stack.endpoints.start()
+        dataplane = DataPlane(settings, manifest, tokenizer, stack.backend, stack.endpoints)
         app.state.dataplane = dataplane
         metrics.MODEL_INFO.labels(manifest.name, manifest.version, manifest.task).set(1)
-        cleanup = await extension(dataplane) if extension else None
         await dataplane.warm_up()
         log.info("serving %s v%s (%s) on endpoint '%s'", manifest.name, manifest.version, manifest.task,
                  settings.endpoint)
@@ -53,14 +62,12 @@ def create_app(settings: ApiSettings, backend_factory: BackendFactory, *, servic
             yield
         finally:
             dataplane.ready = False
-            if cleanup:
-                await cleanup()
-            await backend.stop()
+            await stack.endpoints.stop()
+            await stack.backend.stop()
             shutdown_tracing()
 
     app = FastAPI(title=f"{service_name} serving API", lifespan=lifespan)
     app.include_router(router)
-    for extra in routers:
-        app.include_router(extra)
+    app.include_router(v2.router)
     install_error_handlers(app)
     return ObservabilityMiddleware(ServeFastPath(app), service_name=service_name)

@@ -1,23 +1,23 @@
-"""Protocol-agnostic core of the serving API: endpoint lookup, admission, tokenization, inference, postprocessing.
+"""Protocol-agnostic core of the serving API: endpoint lookup, admission, tokenization and inference.
 
-Routes (`services.api.routes`) only translate HTTP to calls here and results back; per-stage latency is recorded
-here so every stack reports the same stages.
+Built from what a stack declares (`services.common.backend`): an inference backend and an endpoint resolver.
+The protocol edges (`routes`, `v2`) parse requests, call this, and shape the responses themselves; per-stage latency is recorded here so every stack reports the same
+stages.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from observability import metrics
-from services.common.backend import InferenceBackend
+from observability.metrics import stage
+from services.common.backend import Endpoint, EndpointResolver, InferenceBackend, NoConfiguredEndpoints
 from services.common.contract import Manifest
 from services.common.errors import NotFound, Overloaded, PayloadTooLarge
 from services.common.settings import ApiSettings
@@ -37,31 +37,20 @@ class Prediction:
     truncated: list[bool]
 
 
-_STAGES: dict[str, Any] = {}
-
-
-@contextmanager
-def stage(name: str) -> Iterator[None]:
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        child = _STAGES.get(name)
-        if child is None:
-            child = _STAGES[name] = metrics.STAGE_LATENCY.labels(name)
-        child.observe(time.perf_counter() - start)
-
-
 class DataPlane:
-    def __init__(self, settings: ApiSettings, manifest: Manifest, tokenizer: TextTokenizer, backend: InferenceBackend):
+    def __init__(self, settings: ApiSettings, manifest: Manifest, tokenizer: TextTokenizer, backend: InferenceBackend,
+                 endpoints: EndpointResolver | None = None):
         self.settings = settings
         self.manifest = manifest
         self.tokenizer = tokenizer
         self.backend = backend
+        self.endpoints = endpoints or NoConfiguredEndpoints()
         self.inflight = 0
         self.ready = False
-        # The gateway adds configured endpoints (clearml-serving style); name -> endpoint with `serve`, or None.
-        self.configured_endpoint: Callable[[str], Any] = lambda name: None
+
+    def configured_endpoint(self, name: str) -> Endpoint | None:
+        """The configured endpoint of that name (gateway), or None for the built-in endpoint's checks."""
+        return self.endpoints.resolve(name)
 
     def check_endpoint(self, endpoint: str, version: str | None = None) -> None:
         if endpoint != self.settings.endpoint:
@@ -116,7 +105,7 @@ class DataPlane:
                 encoded = self.tokenizer.encode(texts, truncate=truncate)
             else:
                 encoded = await asyncio.to_thread(self.tokenizer.encode, texts, truncate=truncate)
-        with stage(getattr(self.backend, "stage", "inference")):
+        with stage(self.backend.stage):
             outputs = await self.backend.infer(encoded)
         metrics.TOKENS.inc(sum(encoded.token_counts))
         if any(encoded.truncated):

@@ -1,4 +1,5 @@
-"""HTTP routes: translate requests to data-plane calls and predictions to JSON. No logic of their own."""
+"""HTTP routes of the serving API: parse requests, call the data plane, and shape each task's JSON response
+(embeddings, classifier labels and scores, the OpenAI embeddings format)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from observability.metrics import metrics_payload
+from observability.metrics import metrics_payload, stage
 from services.api.body import parse_json, read_body, read_json, validate
-from services.api.dataplane import DataPlane, Prediction, stage
+from services.api.dataplane import DataPlane, Prediction
 from services.common.errors import InvalidInput
 from services.common.outputs import classify
 from services.common.schemas import EmbeddingsRequest, ServeRequest

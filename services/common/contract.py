@@ -20,6 +20,7 @@ from services.common.errors import ConfigurationError
 MANIFEST_FILE = "manifest.json"
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
+REFERENCE_FILE = "reference.json"
 
 # Triton / KServe v2 dtype names and their numpy types.
 NUMPY_DTYPES: dict[str, type] = {
@@ -114,6 +115,24 @@ class Manifest(BaseModel):
                 raise ConfigurationError(f"model artifact {path} is missing: rebuild with `make model`")
             if sha256_file(path) != digest:
                 raise ConfigurationError(f"model artifact {path} does not match its manifest hash: rebuild it")
+
+
+class Reference(BaseModel):
+    """What the original (PyTorch) model answered for the export's validation texts, recorded at export time: the
+    independent truth servers are checked against."""
+
+    texts: list[str]
+    outputs: list[list[float]]
+
+    @classmethod
+    def load(cls, model_dir: Path | str) -> "Reference":
+        return cls.model_validate_json((Path(model_dir) / REFERENCE_FILE).read_text())
+
+    def save(self, model_dir: Path) -> None:
+        (model_dir / REFERENCE_FILE).write_text(self.model_dump_json() + "\n")
+
+    def output_of(self, text: str) -> np.ndarray:
+        return np.asarray(self.outputs[self.texts.index(text)], dtype=np.float32)
 
 
 def sha256_file(path: Path) -> str:

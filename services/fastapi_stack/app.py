@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from services.api.app import create_app as create_api
+from services.api.app import StackParts, create_app as create_api
+from services.common.contract import Manifest
 from services.common.settings import ApiSettings
 from services.fastapi_stack.backend import LocalOnnxBackend
 
 
 def create_app(settings: ApiSettings | None = None):
-    return create_api(settings or ApiSettings(), LocalOnnxBackend, service_name="fastapi")
+    settings = settings or ApiSettings()
+
+    def parts(manifest: Manifest) -> StackParts:
+        return StackParts(LocalOnnxBackend(settings, manifest))
+
+    return create_api(settings, parts, service_name="fastapi")

@@ -14,6 +14,8 @@ from services.common.tokenization import EncodedBatch
 
 
 class LocalOnnxBackend:
+    stage = "inference"
+
     def __init__(self, settings: ApiSettings, manifest: Manifest):
         self.settings = settings
         self.manifest = manifest

@@ -13,11 +13,10 @@ from services.gateway.triton_client import TritonClient
 class TritonBackend:
     stage = "triton"
 
-    def __init__(self, settings: GatewaySettings, manifest: Manifest):
+    def __init__(self, settings: GatewaySettings, manifest: Manifest, triton: TritonClient):
         self.settings = settings
         self.manifest = manifest
-        self.triton = TritonClient(settings.triton_grpc_url, timeout=settings.triton_timeout,
-                                   retry_after=settings.retry_after)
+        self.triton = triton
 
     async def start(self) -> None:
         """Nothing to load: readiness follows Triton (`ready`), so the gateway may start before Triton."""

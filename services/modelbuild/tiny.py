@@ -24,6 +24,24 @@ def _vocab() -> list[str]:
     return list(dict.fromkeys(tokens))
 
 
+def tiny_tokenizer():
+    """The checkpoint's WordPiece tokenizer (BERT normalizer, [CLS] ... [SEP]); needs only `tokenizers`."""
+    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+
+    vocab = {token: i for i, token in enumerate(_vocab())}
+    tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    tokenizer.decoder = decoders.WordPiece()
+    return tokenizer
+
+
 def write_tiny_checkpoint(
     path: Path,
     *,
@@ -35,22 +53,12 @@ def write_tiny_checkpoint(
     seed: int = 0,
 ) -> Path:
     import torch
-    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
-    from tokenizers.models import WordPiece
     from transformers import BertConfig, BertForSequenceClassification, BertModel, PreTrainedTokenizerFast
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    vocab = {token: i for i, token in enumerate(_vocab())}
-    tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
-    )
-    tokenizer.decoder = decoders.WordPiece()
+    tokenizer = tiny_tokenizer()
+    vocab = tokenizer.get_vocab()
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         unk_token="[UNK]",

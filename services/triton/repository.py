@@ -105,7 +105,7 @@ def render_configs(manifest: Manifest, options: RenderOptions) -> dict[str, str]
         threads = options.intra_op_threads or default_threads()
         parameters = f'parameters [ {{ key: "intra_op_threads" value: {{ string_value: "{threads}" }} }} ]'
     else:
-        engine = 'platform: "onnxruntime_onnx"\ndefault_model_filename: "model.onnx"'
+        engine = f'platform: "onnxruntime_onnx"\ndefault_model_filename: "{MODEL_FILE}"'
         kind = "KIND_GPU" if options.gpu else "KIND_CPU"
         parameters = ""
     sources = {name: Template((SOURCE / name / "config.pbtxt.tmpl").read_text()) for name in MODELS}

@@ -1,0 +1,56 @@
+"""`loadtest matrix` (what `make bench` runs) on a tiny matrix: every output a user opens exists and is sound."""
+
+from __future__ import annotations
+
+import csv
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+LOADTEST = str(Path(sys.executable).parent / "loadtest")
+TINY_MATRIX = """
+mix = "short"
+concurrency = 4
+warmup_seconds = 0.5
+saturation_seconds = 2
+load_seconds = 1
+load_levels = [0.5]
+ceiling_seconds = 1
+
+[[configs]]
+stack = "fastapi"
+workers = [1]
+
+[[configs]]
+stack = "clearml"
+workers = [1]
+"""
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path.name} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_tiny_matrix_writes_report_summary_and_charts(tmp_path, tiny_model):
+    matrix = tmp_path / "tiny.toml"
+    matrix.write_text(TINY_MATRIX)
+    result = subprocess.run([LOADTEST, "matrix", "--config", str(matrix), "--model-dir", str(tiny_model),
+                             "--out", str(tmp_path / "results")], capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = (tmp_path / "results").iterdir()
+    with open(run / "summary.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    saturated = [row for row in rows if row["kind"] == "saturation"]
+    assert [row["label"] for row in saturated] == ["fastapi w1", "clearml w1 batching on"]
+    assert all(float(row["throughput"]) > 0 and float(row["success"]) == 1.0 for row in saturated)
+    assert all(float(row["cpu_us_per_request"]) > 0 for row in saturated)
+    assert len([row for row in rows if row["kind"] == "load"]) == 2, "one open-loop level per configuration"
+    # figure sizes at 110 dpi: the bar chart is (max(6, 1.1 * bars + 2) x 4.5) inches, the latency chart 12 x 4.5
+    assert png_size(run / "throughput.png") == (660, 495)
+    assert png_size(run / "latency.png") == (1320, 495)
+    report = (run / "report.md").read_text()
+    assert "| fastapi w1 |" in report and "| clearml w1 batching on |" in report
+    assert "![throughput](throughput.png)" in report and "![latency](latency.png)" in report

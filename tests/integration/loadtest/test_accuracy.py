@@ -1,0 +1,124 @@
+"""Trust the numbers: the generator against a real local server with a known delay."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from loadtest import engine, external
+from loadtest.report import summarize
+from loadtest.targets import Target
+from services.launcher import free_port
+from tests.support.models import ROOT
+
+DELAY = 0.02
+
+
+def start_server(*args: str):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.delay_server", str(port), *args], cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url + "/", timeout=1)
+            return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("delay server did not start")
+
+
+@pytest.fixture(scope="module")
+def delay_server():
+    proc, url = start_server(str(DELAY))
+    yield url
+    proc.terminate()
+    proc.wait()
+
+
+def run(spec: engine.AttackSpec, processes: int = 1):
+    results = []
+    stats = engine.attack(spec, results.append, processes=processes)
+    return results, stats
+
+
+def test_open_loop_keeps_its_rate_and_measures_the_delay(delay_server):
+    spec = engine.AttackSpec(targets=[Target("POST", delay_server + "/x", b"{}")], rate=200, duration=5)
+    results, stats = run(spec)
+    summary = summarize(results)
+    assert summary["requests"] == 1000 and summary["success"] == 1.0
+    assert abs(stats.achieved_rate - 200) / 200 < 0.02, stats.achieved_rate
+    assert abs(summary["rate"] - 200) / 200 < 0.02, summary["rate"]
+    median = summary["latencies"]["50th"] / 1e9
+    assert abs(median - DELAY) / DELAY < 0.10, median
+    assert engine.warnings_for(spec, stats) == []
+
+
+def test_two_generator_processes_share_one_schedule(delay_server):
+    spec = engine.AttackSpec(targets=[Target("GET", delay_server + "/x")], rate=300, duration=3)
+    results, stats = run(spec, processes=2)
+    assert sorted(r.seq for r in results) == list(range(900))
+    assert abs(summarize(results)["rate"] - 300) / 300 < 0.02
+
+
+def test_closed_loop_agrees_with_apache_bench(delay_server):
+    spec = engine.AttackSpec(targets=[Target("POST", delay_server + "/x", b"{}", {"content-type": "application/json"})],
+                             rate=None, concurrency=8, duration=None, requests=800)
+    ours, stats = run(spec)
+    ours_rate = len(ours) / stats.wall_seconds
+    ab_results = []
+    ab_stats = external.ab_attack(spec, ab_results.append)
+    ab_rate = len(ab_results) / ab_stats.wall_seconds
+    assert len(ours) == len(ab_results) == 800
+    assert abs(ours_rate - ab_rate) / ab_rate < 0.10, (ours_rate, ab_rate)
+    assert abs(ours_rate - 8 / DELAY) / (8 / DELAY) < 0.15  # 8 workers x 50 requests/s each
+
+
+def test_a_one_second_stall_shows_in_open_loop_percentiles():
+    proc, url = start_server(str(DELAY), "1.5", "1.0")
+    try:
+        httpx.post(url + "/reset")
+        spec = engine.AttackSpec(targets=[Target("GET", url + "/x")], rate=100, duration=4)
+        results, _ = run(spec)
+    finally:
+        proc.terminate()
+        proc.wait()
+    latencies = np.array([r.latency for r in results]) / 1e9
+    assert latencies.max() >= 0.95
+    # everything scheduled during the stall waited: about rate x stall requests, not just the few in flight
+    assert (latencies > 0.3).sum() >= 60, (latencies > 0.3).sum()
+    assert summarize(results)["latencies"]["95th"] / 1e9 > 0.3
+
+
+def test_generator_metrics_are_served(delay_server):
+    from loadtest.metrics import GeneratorMetrics
+
+    metrics = GeneratorMetrics()
+    port = free_port()
+    metrics.serve(port)
+    spec = engine.AttackSpec(targets=[Target("GET", delay_server + "/x")], rate=50, duration=1)
+    engine.attack(spec, metrics.observer({"stack": "fastapi", "workers": "2", "batching": "on", "rate": "50"}))
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+    assert 'loadtest_requests_total{batching="on",code="200",rate="50",stack="fastapi",workers="2"} 50.0' in text
+    assert 'loadtest_latency_seconds_bucket{batching="on",le="0.00025",rate="50",stack="fastapi",workers="2"}' in text
+    assert 'loadtest_target_rate{batching="on",rate="50",stack="fastapi",workers="2"} 50.0' in text
+
+
+def test_trace_ratio_starts_traces_on_that_share_of_requests():
+    proc, url = start_server(str(DELAY))
+    try:
+        spec = engine.AttackSpec(targets=[Target("GET", url + "/x")], rate=200, duration=2, trace_ratio=0.5)
+        results, _ = run(spec)
+        traced = httpx.get(url + "/stats").json()["traced"]
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert len(results) == 400 and 140 <= traced <= 260, traced
+    header = engine.traceparent()
+    assert header.startswith("00-") and header.endswith("-01") and len(header) == 55

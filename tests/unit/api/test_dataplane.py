@@ -1,0 +1,106 @@
+"""The data plane's own logic: admission, limits, which endpoint answers, which stages are timed.
+
+The backends here are small in-process classes written for the test: the unit tier runs no server and no model
+(the real backends, ONNX Runtime in-process and Triton over gRPC, are exercised in tests/integration).
+"""
+
+import asyncio
+
+import numpy as np
+import pytest
+from prometheus_client import REGISTRY
+
+from services.api.dataplane import DataPlane
+from services.common.contract import TOKENIZER_FILE, Manifest
+from services.common.errors import NotFound, Overloaded, PayloadTooLarge
+from services.common.settings import ApiSettings
+from services.common.tokenization import EncodedBatch, TextTokenizer
+from tests.support.models import unit_model_dir
+
+
+class CountingBackend:
+    """Answers each row with its token count, so a test can tell which text produced which row."""
+
+    stage = "unit-backend"
+
+    def __init__(self):
+        self.calls = 0
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def ready(self) -> bool:
+        return True
+
+    async def infer(self, batch: EncodedBatch) -> np.ndarray:
+        self.calls += 1
+        return np.array(batch.token_counts, dtype=np.float32)[:, None]
+
+
+class OneEndpoint:
+    version = "7"
+
+    async def serve(self, version, body):
+        return {"echo": body}
+
+
+class Resolver:
+    def resolve(self, name):
+        return OneEndpoint() if name == "custom" else None
+
+    async def start(self): ...
+
+    async def stop(self): ...
+
+
+@pytest.fixture
+def dataplane(tmp_path):
+    model_dir = unit_model_dir(tmp_path / "m")
+    manifest = Manifest.load(model_dir)
+    settings = ApiSettings(model_dir=model_dir, max_inflight=2, max_texts=3)
+    tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length)
+    return DataPlane(settings, manifest, tokenizer, CountingBackend(), Resolver())
+
+
+def stage_count(stage: str) -> float:
+    return REGISTRY.get_sample_value("serving_stage_duration_seconds_count", {"stage": stage}) or 0.0
+
+
+def test_predict_keeps_rows_in_request_order_and_times_the_backend_stage(dataplane):
+    before = stage_count("unit-backend")
+    prediction = asyncio.run(dataplane.predict(["hello", "hello world the quick brown fox", "cat"]))
+    assert prediction.outputs[:, 0].tolist() == [3, 8, 3] == prediction.token_counts
+    assert stage_count("unit-backend") == before + 1, "the backend names its own stage"
+
+
+def test_more_texts_than_the_limit_is_413(dataplane):
+    with pytest.raises(PayloadTooLarge, match="the limit is 3"):
+        asyncio.run(dataplane.predict(["a"] * 4))
+    assert dataplane.backend.calls == 0
+
+
+def test_admission_sheds_past_the_inflight_bound_and_frees_its_slot(dataplane):
+    with dataplane.admit(), dataplane.admit():
+        with pytest.raises(Overloaded) as refused, dataplane.admit():
+            pass
+        assert refused.value.retry_after == 1
+    assert dataplane.inflight == 0
+    with dataplane.admit():
+        assert dataplane.inflight == 1
+
+
+def test_configured_endpoints_come_from_the_resolver_and_the_builtin_checks_the_rest(dataplane):
+    assert dataplane.configured_endpoint("custom").version == "7"
+    assert dataplane.configured_endpoint("minilm") is None
+    dataplane.check_endpoint("minilm", "1")
+    with pytest.raises(NotFound, match="this server serves 'minilm'"):
+        dataplane.check_endpoint("other")
+    with pytest.raises(NotFound, match="available: '1'"):
+        dataplane.check_endpoint("minilm", "2")
+
+
+def test_readiness_waits_for_a_warm_up_that_succeeds(dataplane):
+    assert not dataplane.ready
+    assert asyncio.run(dataplane.is_ready())
+    assert dataplane.backend.calls == 3, "three warm-up predictions"

@@ -1,0 +1,35 @@
+"""Matrix files expand into the configurations they name; every shipped matrix file loads."""
+
+from pathlib import Path
+
+import pytest
+
+from loadtest.matrix import MatrixConfig, Measurement, RunSpec
+from tests.support.models import ROOT
+
+
+def test_every_axis_expands_in_order():
+    config = MatrixConfig(configs=[{"stack": "fastapi", "workers": [1, 2]},
+                                   {"stack": "triton", "batching": ["off", "on"], "padding": ["ragged", "bucket"]}])
+    assert config.runs() == [
+        RunSpec("fastapi", 1, True), RunSpec("fastapi", 2, True),
+        RunSpec("triton", 1, False, "ragged"), RunSpec("triton", 1, False, "bucket"),
+        RunSpec("triton", 1, True, "ragged"), RunSpec("triton", 1, True, "bucket"),
+    ]
+    assert [r.name for r in config.runs()[2:4]] == ["triton-w1-off", "triton-w1-off-bucket"]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "loadtest" / "matrices").glob("*.toml")), ids=lambda p: p.name)
+def test_shipped_matrix_files_load(path: Path):
+    config = MatrixConfig.load(path)
+    assert config.runs()
+    assert {run.stack for run in config.runs()} <= {"fastapi", "triton", "clearml"}
+
+
+def test_labels_name_what_differs():
+    def label(stack, batching=True, padding="ragged"):
+        return Measurement(stack, 2, batching, "saturation", None, 1, 1, 1, 1, 1, 1, 1, padding=padding).label
+
+    assert label("fastapi") == "fastapi w2"
+    assert label("triton", batching=False) == "triton w2 batching off"
+    assert label("triton", padding="bucket") == "triton w2 batching on bucket"

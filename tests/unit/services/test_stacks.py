@@ -1,0 +1,58 @@
+"""What `serving up` starts for each STACK: process specs, checked without starting them."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from services.common.errors import ConfigurationError
+from services.stacks import STACKS, StackOptions, stack_processes
+from services.triton.server import TritonPorts
+from tests.support.models import UNIT_MAX_LENGTH, unit_model_dir
+
+
+@pytest.fixture
+def options(tmp_path):
+    return StackOptions(model_dir=unit_model_dir(tmp_path / "model"), run_dir=tmp_path / "run", port=9123,
+                        triton_ports=TritonPorts(9200, 9201, 9202), endpoints_file=tmp_path / "endpoints.json")
+
+
+def test_the_default_stack_is_the_gateway():
+    assert StackOptions().stack == "clearml" and "clearml" in STACKS
+
+
+def test_fastapi_is_one_gunicorn_service_with_its_settings(options):
+    (spec,) = stack_processes(replace(options, stack="fastapi", workers=3))
+    assert spec.name == "fastapi" and spec.ports == [9123]
+    assert spec.argv[spec.argv.index("--workers") + 1] == "3"
+    assert "services.fastapi_stack.app:create_app()" in spec.argv
+    assert spec.env["SERVING_WORKERS"] == "3" and spec.env["SERVING_MODEL_DIR"].endswith("model")
+    assert spec.ready_url == "http://127.0.0.1:9123/health/ready"
+
+
+def test_clearml_runs_triton_with_the_encoder_alone_then_the_gateway(options):
+    triton, gateway = stack_processes(options)
+    assert "--load-model=encoder" in triton.argv and not any("ensemble" in a for a in triton.argv)
+    assert (options.run_dir / "triton-repository" / "encoder" / "config.pbtxt").is_file()
+    assert gateway.env["GATEWAY_TRITON_GRPC_URL"] == "127.0.0.1:9201"
+    assert gateway.env["GATEWAY_ENDPOINTS_FILE"] == str(options.endpoints_file.resolve())
+    assert "GATEWAY_BUCKETS" not in gateway.env, "ragged padding by default"
+
+
+def test_bucket_padding_hands_the_gateway_its_buckets(options):
+    _, gateway = stack_processes(replace(options, padding="bucket"))
+    assert json.loads(gateway.env["GATEWAY_BUCKETS"])[-1] == UNIT_MAX_LENGTH
+
+
+def test_triton_stack_loads_the_whole_ensemble_and_tracing_follows_the_knob(options):
+    traced = replace(options, stack="triton", otlp_endpoint="http://127.0.0.1:4318/x")
+    (spec,) = stack_processes(traced)
+    assert {"--load-model=tokenizer", "--load-model=encoder", "--load-model=ensemble"} <= set(spec.argv)
+    assert "--trace-config=mode=opentelemetry" in spec.argv
+    (untraced,) = stack_processes(replace(options, stack="triton"))
+    assert not any(a.startswith("--trace-config") for a in untraced.argv)
+
+
+def test_an_unknown_stack_names_the_choices(options):
+    with pytest.raises(ConfigurationError, match="fastapi, triton, clearml"):
+        stack_processes(replace(options, stack="kserve"))
