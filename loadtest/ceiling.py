@@ -18,7 +18,7 @@ def raw_onnxruntime(model_dir: Path, texts: list[str], seconds: float, batches=(
     tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length)
     rates = {}
     for batch in batches:
-        chunks = [texts[i:i + batch] for i in range(0, max(1, len(texts) - batch + 1), batch)] or [texts[:batch]]
+        chunks = [texts[i : i + batch] for i in range(0, max(1, len(texts) - batch + 1), batch)] or [texts[:batch]]
         model.run(tokenizer.encode(chunks[0]).tensors(manifest.input_names))
         done, start, i = 0, time.perf_counter(), 0
         while time.perf_counter() - start < seconds / len(batches):

@@ -15,8 +15,9 @@ from loadtest.results import Result, read_results, write_results
 from loadtest.sentences import MIXES, token_histogram
 from loadtest.targets import FORMATS, build_targets, read_vegeta_targets
 
-app = typer.Typer(help="Open-loop (Vegeta-style) and closed-loop (ab-style) load tests of the serving stacks.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Open-loop (Vegeta-style) and closed-loop (ab-style) load tests of the serving stacks.", no_args_is_help=True
+)
 console = Console(stderr=True)
 
 
@@ -34,7 +35,9 @@ def _labels(pairs: list[str]) -> dict[str, str]:
 def attack_command(
     url: str = typer.Option("http://127.0.0.1:8080", help="Base URL of the stack."),
     format: str = typer.Option("serve", help=f"Request format: {' | '.join(FORMATS)} (kserve: Triton's ensemble)."),
-    targets: Path = typer.Option(None, help="Vegeta JSON targets file (one JSON object a line); overrides --url/--format."),
+    targets: Path = typer.Option(
+        None, help="Vegeta JSON targets file (one JSON object a line); overrides --url/--format."
+    ),
     mix: str = typer.Option("short", help=f"Sentences to send: {' | '.join(MIXES)}."),
     texts: int = typer.Option(1, min=1, help="Texts per request."),
     rate: float = typer.Option(None, help="Requests per second (open loop). Omit for a closed loop."),
@@ -57,8 +60,16 @@ def attack_command(
         if mix not in MIXES:
             raise typer.BadParameter(f"--mix must be one of {', '.join(MIXES)}")
         target_list = build_targets(url, format, MIXES[mix](max(200, texts * 50)), texts)
-    spec = engine.AttackSpec(targets=target_list, rate=rate, concurrency=concurrency, duration=duration,
-                             requests=requests, timeout=timeout, name=mix, trace_ratio=trace_ratio)
+    spec = engine.AttackSpec(
+        targets=target_list,
+        rate=rate,
+        concurrency=concurrency,
+        duration=duration,
+        requests=requests,
+        timeout=timeout,
+        name=mix,
+        trace_ratio=trace_ratio,
+    )
     labels = {"rate": str(rate or 0), **_labels(label)}
     observe = None
     if metrics_port:
@@ -69,8 +80,14 @@ def attack_command(
         observe = generator_metrics.observer(labels)
     results: list[Result] = []
     total = spec.total()
-    with Progress(TextColumn("[bold]attack"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("[bold]attack"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("attack", total=total)
 
         def on_result(result: Result) -> None:
@@ -135,7 +152,9 @@ def plot_command(run: Path = typer.Argument(..., help="A results/<run-id> direct
 
 
 @app.command("payloads")
-def payloads_command(tokenizer: Path = typer.Option(Path("build/model/tokenizer.json"), help="Model tokenizer.")) -> None:
+def payloads_command(
+    tokenizer: Path = typer.Option(Path("build/model/tokenizer.json"), help="Model tokenizer."),
+) -> None:
     """Token-length histogram of each sentence mix."""
     from rich.table import Table
 

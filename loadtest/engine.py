@@ -66,7 +66,7 @@ class AttackStats:
     def cpu_busy(self) -> float:
         return self.cpu_seconds / self.wall_seconds if self.wall_seconds else 0.0
 
-    def merge(self, other: "AttackStats") -> "AttackStats":
+    def merge(self, other: AttackStats) -> AttackStats:
         return AttackStats(
             sent=self.sent + other.sent,
             first_send=min((x for x in (self.first_send, other.first_send) if x), default=0.0),
@@ -86,36 +86,57 @@ def traceparent() -> str:
     return f"00-{random.getrandbits(128):032x}-{random.getrandbits(64):016x}-01"
 
 
-async def _fire(session: aiohttp.ClientSession, target: Target, seq: int, due_wall: float, due_mono: float,
-                name: str, trace_ratio: float = 0.0) -> Result:
+async def _fire(
+    session: aiohttp.ClientSession,
+    target: Target,
+    seq: int,
+    due_wall: float,
+    due_mono: float,
+    name: str,
+    trace_ratio: float = 0.0,
+) -> Result:
     code, size, error = 0, 0, ""
     headers = target.headers
     if trace_ratio and random.random() < trace_ratio:
         headers = {**headers, "traceparent": traceparent()}
     try:
-        async with session.request(target.method, target.url, data=target.body or None,
-                                   headers=headers) as response:
+        async with session.request(target.method, target.url, data=target.body or None, headers=headers) as response:
             body = await response.read()
             code, size = response.status, len(body)
             if code >= 400:
                 error = f"{code} {response.reason}"
-    except asyncio.TimeoutError:
+    except TimeoutError:
         error = "timeout"
     except aiohttp.ClientError as exc:
         error = str(exc) or type(exc).__name__
     latency = int((time.monotonic() - due_mono) * 1e9)
-    return Result(seq=seq, timestamp=due_wall, latency=latency, code=code, bytes_in=size,
-                  bytes_out=len(target.body), error=error, method=target.method, url=target.url, attack=name)
+    return Result(
+        seq=seq,
+        timestamp=due_wall,
+        latency=latency,
+        code=code,
+        bytes_in=size,
+        bytes_out=len(target.body),
+        error=error,
+        method=target.method,
+        url=target.url,
+        attack=name,
+    )
 
 
 def _session(spec: AttackSpec, connections: int) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(limit=connections, ttl_dns_cache=300)
-    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=spec.timeout),
-                                 auto_decompress=False, skip_auto_headers=("User-Agent",))
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=spec.timeout),
+        auto_decompress=False,
+        skip_auto_headers=("User-Agent",),
+    )
 
 
-async def open_loop(spec: AttackSpec, on_result: Callback, *, start_wall: float | None = None,
-                    offset: int = 0, stride: int = 1) -> AttackStats:
+async def open_loop(
+    spec: AttackSpec, on_result: Callback, *, start_wall: float | None = None, offset: int = 0, stride: int = 1
+) -> AttackStats:
     """Send request offset, offset+stride, ... of a schedule at `spec.rate` (stride > 1 splits it across processes)."""
     assert spec.rate and spec.rate > 0
     total = spec.total()
@@ -136,12 +157,23 @@ async def open_loop(spec: AttackSpec, on_result: Callback, *, start_wall: float 
             due_wall = start_wall + index / spec.rate
             if len(pending) >= spec.max_inflight:
                 stats.dropped += 1
-                on_result(Result(seq=index, timestamp=due_wall, latency=0, code=0, bytes_in=0, bytes_out=0,
-                                 error="generator: too many requests in flight", attack=spec.name))
+                on_result(
+                    Result(
+                        seq=index,
+                        timestamp=due_wall,
+                        latency=0,
+                        code=0,
+                        bytes_in=0,
+                        bytes_out=0,
+                        error="generator: too many requests in flight",
+                        attack=spec.name,
+                    )
+                )
             else:
                 target = spec.targets[index % len(spec.targets)]
-                task = asyncio.create_task(_fire(session, target, index, due_wall, due_mono, spec.name,
-                                                 spec.trace_ratio))
+                task = asyncio.create_task(
+                    _fire(session, target, index, due_wall, due_mono, spec.name, spec.trace_ratio)
+                )
                 task.add_done_callback(lambda t: (pending.discard(t), on_result(t.result())))
                 pending.add(task)
             stats.sent += 1
@@ -163,6 +195,7 @@ async def closed_loop(spec: AttackSpec, on_result: Callback) -> AttackStats:
     counter = iter(range(spec.requests if spec.requests is not None else 1 << 62))
 
     async with _session(spec, spec.concurrency) as session:
+
         async def worker() -> None:
             for seq in counter:
                 now = time.monotonic()
@@ -208,8 +241,10 @@ def warnings_for(spec: AttackSpec, stats: AttackStats, processes: int = 1) -> li
     """The loud warnings: the generator fell behind its schedule, or its own CPU was the limit."""
     notes = []
     if spec.rate is not None and stats.sent > 1 and stats.achieved_rate < 0.99 * spec.rate:
-        notes.append(f"the generator fell behind: it sent {stats.achieved_rate:.1f} req/s of the {spec.rate:g} "
-                     f"asked (worst lag {stats.max_lag * 1000:.0f} ms); use --procs or a lower rate")
+        notes.append(
+            f"the generator fell behind: it sent {stats.achieved_rate:.1f} req/s of the {spec.rate:g} "
+            f"asked (worst lag {stats.max_lag * 1000:.0f} ms); use --procs or a lower rate"
+        )
     if stats.cpu_busy > 0.9 * processes:
         notes.append(f"the generator used {stats.cpu_busy:.0%} of {processes} CPU(s): its own CPU may be the limit")
     if stats.dropped:

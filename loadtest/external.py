@@ -32,8 +32,19 @@ def ab_attack(spec: AttackSpec, on_result) -> AttackStats:
     with tempfile.TemporaryDirectory() as tmp:
         body, gnuplot = Path(tmp) / "body", Path(tmp) / "times.tsv"
         body.write_bytes(target.body)
-        argv = [binary, "-q", "-k", "-c", str(spec.concurrency), "-n", str(spec.requests), "-s", str(int(spec.timeout)),
-                "-g", str(gnuplot)]
+        argv = [
+            binary,
+            "-q",
+            "-k",
+            "-c",
+            str(spec.concurrency),
+            "-n",
+            str(spec.requests),
+            "-s",
+            str(int(spec.timeout)),
+            "-g",
+            str(gnuplot),
+        ]
         if target.method == "POST":
             argv += ["-p", str(body), "-T", target.headers.get("content-type", "application/json")]
         start = time.monotonic()
@@ -45,9 +56,19 @@ def ab_attack(spec: AttackSpec, on_result) -> AttackStats:
             rows = sorted(csv.DictReader(handle, delimiter="\t"), key=lambda r: int(r["seconds"]))
     for seq, row in enumerate(rows):
         code = 0 if seq < failed else 200  # ab counts failures but does not say which request failed
-        on_result(Result(seq=seq, timestamp=float(row["seconds"]), latency=int(float(row["ttime"]) * 1e6),
-                         code=code, bytes_in=size, bytes_out=len(target.body), url=target.url,
-                         error="ab: failed" if code == 0 else "", attack=spec.name))
+        on_result(
+            Result(
+                seq=seq,
+                timestamp=float(row["seconds"]),
+                latency=int(float(row["ttime"]) * 1e6),
+                code=code,
+                bytes_in=size,
+                bytes_out=len(target.body),
+                url=target.url,
+                error="ab: failed" if code == 0 else "",
+                attack=spec.name,
+            )
+        )
     return AttackStats(sent=len(rows), first_send=0.0, last_send=wall, wall_seconds=wall)
 
 
@@ -66,13 +87,21 @@ def vegeta_attack(spec: AttackSpec, on_result) -> AttackStats:
     with tempfile.TemporaryDirectory() as tmp:
         targets = Path(tmp) / "targets.json"
         write_vegeta_targets(spec.targets, targets)
-        argv = [binary, "attack", "-format=json", f"-targets={targets}", f"-rate={spec.rate:g}/1s",
-                f"-duration={spec.duration or 0:g}s", f"-timeout={spec.timeout:g}s"]
+        argv = [
+            binary,
+            "attack",
+            "-format=json",
+            f"-targets={targets}",
+            f"-rate={spec.rate:g}/1s",
+            f"-duration={spec.duration or 0:g}s",
+            f"-timeout={spec.timeout:g}s",
+        ]
         if spec.requests:
             argv.append(f"-max-workers={spec.max_inflight}")
         attack = subprocess.Popen(argv, stdout=subprocess.PIPE)
-        encoded = subprocess.run([binary, "encode", "--to", "json"], stdin=attack.stdout, capture_output=True,
-                                 text=True, check=True).stdout
+        encoded = subprocess.run(
+            [binary, "encode", "--to", "json"], stdin=attack.stdout, capture_output=True, text=True, check=True
+        ).stdout
         attack.wait()
     count = 0
     for line in encoded.splitlines():

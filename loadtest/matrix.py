@@ -6,6 +6,7 @@ results, summary CSV/JSON, machine info and a Markdown report with charts."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import importlib.metadata
@@ -55,7 +56,7 @@ class MatrixConfig:
     ceiling_seconds: float = 10
 
     @classmethod
-    def load(cls, path: Path) -> "MatrixConfig":
+    def load(cls, path: Path) -> MatrixConfig:
         return cls(**tomllib.loads(Path(path).read_text()))
 
     def runs(self) -> list[RunSpec]:
@@ -101,25 +102,32 @@ class Measurement:
 def machine_info() -> dict:
     packages = {}
     for name in ("onnxruntime", "tokenizers", "nvidia-pytriton", "tritonclient", "fastapi", "uvicorn", "gunicorn"):
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             packages[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
     cpu_model = ""
-    try:
-        cpu_model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line)
-    except (OSError, StopIteration):
-        pass
-    return {"cpus": os.cpu_count(), "cpu_model": cpu_model, "platform": platform.platform(),
-            "python": platform.python_version(), "packages": packages,
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    with contextlib.suppress(OSError, StopIteration):
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        cpu_model = next(line.split(":", 1)[1].strip() for line in lines if "model name" in line)
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "packages": packages,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
 
 
-def _measure(spec: engine.AttackSpec, run: RunSpec, kind: str, metrics: GeneratorMetrics | None,
-             out: Path) -> Measurement:
+def _measure(
+    spec: engine.AttackSpec, run: RunSpec, kind: str, metrics: GeneratorMetrics | None, out: Path
+) -> Measurement:
     results: list[Result] = []
-    labels = {"stack": run.stack, "workers": str(run.workers), "batching": "on" if run.batching else "off",
-              "rate": f"{spec.rate or 0:g}"}
+    labels = {
+        "stack": run.stack,
+        "workers": str(run.workers),
+        "batching": "on" if run.batching else "off",
+        "rate": f"{spec.rate or 0:g}",
+    }
     observe = metrics.observer(labels) if metrics else None
 
     def on_result(result: Result) -> None:
@@ -131,42 +139,60 @@ def _measure(spec: engine.AttackSpec, run: RunSpec, kind: str, metrics: Generato
     write_results(sorted(results, key=lambda r: r.seq), out)
     summary = summarize(results)
     lat = summary["latencies"]
-    throughput = (summary["throughput"] if kind == "load"
-                  else sum(1 for r in results if 200 <= r.code < 400) / stats.wall_seconds)
-    return Measurement(run.stack, run.workers, run.batching, kind, spec.rate, throughput, summary["success"],
-                       lat["50th"] / 1e6, lat["90th"] / 1e6, lat["99th"] / 1e6, lat["max"] / 1e6, len(results),
-                       engine.warnings_for(spec, stats), padding=run.padding)
+    throughput = (
+        summary["throughput"] if kind == "load" else sum(1 for r in results if 200 <= r.code < 400) / stats.wall_seconds
+    )
+    return Measurement(
+        run.stack,
+        run.workers,
+        run.batching,
+        kind,
+        spec.rate,
+        throughput,
+        summary["success"],
+        lat["50th"] / 1e6,
+        lat["90th"] / 1e6,
+        lat["99th"] / 1e6,
+        lat["max"] / 1e6,
+        len(results),
+        engine.warnings_for(spec, stats),
+        padding=run.padding,
+    )
 
 
-def run_config(config: MatrixConfig, run: RunSpec, model_dir: Path, raw_dir: Path,
-               metrics: GeneratorMetrics | None = None) -> list[Measurement]:
+def run_config(
+    config: MatrixConfig, run: RunSpec, model_dir: Path, raw_dir: Path, metrics: GeneratorMetrics | None = None
+) -> list[Measurement]:
     measurements = []
-    with running_stack(run.stack, model_dir, workers=run.workers, batching=run.batching,
-                       padding=run.padding) as running:
+    with running_stack(
+        run.stack, model_dir, workers=run.workers, batching=run.batching, padding=run.padding
+    ) as running:
         texts = MIXES[config.mix](max(200, 50 * config.texts_per_request))
         targets = build_targets(running.base_url, running.request_format, texts, config.texts_per_request)
         name = run.name
 
         def closed(seconds: float) -> engine.AttackSpec:
-            return engine.AttackSpec(targets=targets, rate=None, concurrency=config.concurrency,
-                                     duration=seconds, name=name)
+            return engine.AttackSpec(
+                targets=targets, rate=None, concurrency=config.concurrency, duration=seconds, name=name
+            )
 
         engine.attack(closed(config.warmup_seconds), lambda r: None)
         cpu_before = running.cpu_seconds()
-        saturation = _measure(closed(config.saturation_seconds), run, "saturation", metrics,
-                              raw_dir / f"{name}-saturation.jsonl")
+        saturation = _measure(
+            closed(config.saturation_seconds), run, "saturation", metrics, raw_dir / f"{name}-saturation.jsonl"
+        )
         cpu_after = running.cpu_seconds()
         served = saturation.throughput * config.saturation_seconds
         if served:
             saturation.cpu_us_per_request = (cpu_after[0] - cpu_before[0]) / served * 1e6
             saturation.front_cpu_us_per_request = (cpu_after[1] - cpu_before[1]) / served * 1e6
         measurements.append(saturation)
-        console.print(f"{saturation.label}: saturated at {saturation.throughput:.1f} req/s "
-                      f"(p50 {saturation.p50_ms:.1f} ms)")
+        console.print(
+            f"{saturation.label}: saturated at {saturation.throughput:.1f} req/s (p50 {saturation.p50_ms:.1f} ms)"
+        )
         for level in config.load_levels:
             rate = max(1.0, round(level * saturation.throughput, 1))
-            spec = engine.AttackSpec(targets=targets, rate=rate, duration=config.load_seconds, name=name,
-                                     timeout=30)
+            spec = engine.AttackSpec(targets=targets, rate=rate, duration=config.load_seconds, name=name, timeout=30)
             measurement = _measure(spec, run, "load", metrics, raw_dir / f"{name}-rate{rate:g}.jsonl")
             measurements.append(measurement)
             for note in measurement.warnings:
@@ -209,19 +235,31 @@ def write_outputs(out: Path, measurements: list[Measurement], ceiling: dict, inf
         return f"{value:.0f}" if value else "-"
 
     for m in sorted(saturated, key=lambda m: -m.throughput):
-        lines.append(f"| {m.label} | {m.throughput:.1f} | {m.throughput / ceiling['rate']:.2f} | {m.p50_ms:.1f} | "
-                     f"{m.p99_ms:.1f} | {m.success:.1%} | {us(m.cpu_us_per_request)} | "
-                     f"{us(m.front_cpu_us_per_request)} |")
-    lines += ["", "Server CPU: every process of the stack (load generator excluded); front: the processes that "
-              "receive the requests (the gateway for clearml, everything outside Triton).", "",
-              "![throughput](throughput.png)", ""]
+        lines.append(
+            f"| {m.label} | {m.throughput:.1f} | {m.throughput / ceiling['rate']:.2f} | {m.p50_ms:.1f} | "
+            f"{m.p99_ms:.1f} | {m.success:.1%} | {us(m.cpu_us_per_request)} | "
+            f"{us(m.front_cpu_us_per_request)} |"
+        )
+    lines += [
+        "",
+        "Server CPU: every process of the stack (load generator excluded); front: the processes that "
+        "receive the requests (the gateway for clearml, everything outside Triton).",
+        "",
+        "![throughput](throughput.png)",
+        "",
+    ]
     if load:
-        lines += ["Latency versus offered load (open loop, latency from each request's scheduled time):", "",
-                  "![latency](latency.png)", ""]
+        lines += [
+            "Latency versus offered load (open loop, latency from each request's scheduled time):",
+            "",
+            "![latency](latency.png)",
+            "",
+        ]
     warned = [m for m in measurements if m.warnings]
     if warned:
-        lines += ["Warnings:", ""] + [f"- {m.label} at {m.offered_rate or 0:g} req/s: {w}" for m in warned
-                                       for w in m.warnings]
+        lines += ["Warnings:", ""] + [
+            f"- {m.label} at {m.offered_rate or 0:g} req/s: {w}" for m in warned for w in m.warnings
+        ]
     (out / "report.md").write_text("\n".join(lines) + "\n")
 
 
@@ -242,8 +280,10 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
     measurements: list[Measurement] = []
     runs = config.runs()
     for index, run in enumerate(runs, 1):
-        console.print(f"[bold]({index}/{len(runs)})[/] STACK={run.stack} WORKERS={run.workers} "
-                      f"BATCHING={'on' if run.batching else 'off'} PADDING={run.padding}")
+        console.print(
+            f"[bold]({index}/{len(runs)})[/] STACK={run.stack} WORKERS={run.workers} "
+            f"BATCHING={'on' if run.batching else 'off'} PADDING={run.padding}"
+        )
         measurements += run_config(config, run, model_dir, raw_dir, metrics)
     write_outputs(out, measurements, reference, info, config)
     return out

@@ -14,8 +14,32 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from loadtest.results import Result
 
 # 250 us .. 60 s: sub-millisecond server overhead and multi-second queueing on one axis.
-BUCKETS = (0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
-           1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
+BUCKETS = (
+    0.00025,
+    0.0005,
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.03,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    3.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 LABELS = ("stack", "workers", "batching", "rate")
 
 
@@ -23,14 +47,22 @@ class GeneratorMetrics:
     def __init__(self):
         self.registry = CollectorRegistry()
         names = list(LABELS)
-        self.requests = Counter("loadtest_requests_total", "Requests by status code", names + ["code"],
-                                registry=self.registry)
-        self.latency = Histogram("loadtest_latency_seconds", "Latency from the scheduled send time", names,
-                                 buckets=BUCKETS, registry=self.registry)
-        self.achieved = Gauge("loadtest_achieved_rate", "Requests answered per second during the attack", names,
-                              registry=self.registry)
-        self.target = Gauge("loadtest_target_rate", "Requests per second asked (0: closed loop)", names,
-                            registry=self.registry)
+        self.requests = Counter(
+            "loadtest_requests_total", "Requests by status code", names + ["code"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "loadtest_latency_seconds",
+            "Latency from the scheduled send time",
+            names,
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.achieved = Gauge(
+            "loadtest_achieved_rate", "Requests answered per second during the attack", names, registry=self.registry
+        )
+        self.target = Gauge(
+            "loadtest_target_rate", "Requests per second asked (0: closed loop)", names, registry=self.registry
+        )
 
     def serve(self, port: int) -> None:
         start_http_server(port, addr="127.0.0.1", registry=self.registry)

@@ -36,10 +36,17 @@ def latency_chart(load, path: Path) -> None:
         points = sorted((m for m in load if m.label == label), key=lambda m: m.offered_rate)
         stack = points[0].stack
         style = "-" if points[0].batching or stack == "fastapi" else ":"
-        for ax, attr in zip(axes, ("p50_ms", "p99_ms")):
-            ax.plot([m.offered_rate for m in points], [getattr(m, attr) for m in points], style, marker="o",
-                    color=COLORS.get(stack), alpha=0.6 + 0.1 * min(points[0].workers, 4), label=label)
-    for ax, name in zip(axes, ("median", "99th percentile")):
+        for ax, attr in zip(axes, ("p50_ms", "p99_ms"), strict=True):
+            ax.plot(
+                [m.offered_rate for m in points],
+                [getattr(m, attr) for m in points],
+                style,
+                marker="o",
+                color=COLORS.get(stack),
+                alpha=0.6 + 0.1 * min(points[0].workers, 4),
+                label=label,
+            )
+    for ax, name in zip(axes, ("median", "99th percentile"), strict=True):
         ax.set_yscale("log")
         ax.set_xlabel("offered load (requests/s)")
         ax.set_ylabel(f"{name} latency (ms)")

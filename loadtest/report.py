@@ -14,7 +14,7 @@ HDR_PERCENTILES = (50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0)
 
 
 def _stamp(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def summarize(results: list[Result]) -> dict:
@@ -33,15 +33,28 @@ def summarize(results: list[Result]) -> dict:
     pct = np.percentile(latencies, [50, 90, 95, 99])
     return {
         "latencies": {
-            "total": int(latencies.sum()), "mean": int(latencies.mean()), "50th": int(pct[0]), "90th": int(pct[1]),
-            "95th": int(pct[2]), "99th": int(pct[3]), "max": int(latencies.max()), "min": int(latencies.min()),
+            "total": int(latencies.sum()),
+            "mean": int(latencies.mean()),
+            "50th": int(pct[0]),
+            "90th": int(pct[1]),
+            "95th": int(pct[2]),
+            "99th": int(pct[3]),
+            "max": int(latencies.max()),
+            "min": int(latencies.min()),
         },
-        "bytes_in": {"total": int(sum(r.bytes_in for r in results)),
-                     "mean": float(np.mean([r.bytes_in for r in results]))},
-        "bytes_out": {"total": int(sum(r.bytes_out for r in results)),
-                      "mean": float(np.mean([r.bytes_out for r in results]))},
-        "earliest": _stamp(earliest), "latest": _stamp(latest), "end": _stamp(end),
-        "duration": int(duration * 1e9), "wait": int((end - latest) * 1e9),
+        "bytes_in": {
+            "total": int(sum(r.bytes_in for r in results)),
+            "mean": float(np.mean([r.bytes_in for r in results])),
+        },
+        "bytes_out": {
+            "total": int(sum(r.bytes_out for r in results)),
+            "mean": float(np.mean([r.bytes_out for r in results])),
+        },
+        "earliest": _stamp(earliest),
+        "latest": _stamp(latest),
+        "end": _stamp(end),
+        "duration": int(duration * 1e9),
+        "wait": int((end - latest) * 1e9),
         "requests": len(results),
         "rate": (len(results) - 1) / duration if duration > 0 else float(len(results)),
         "throughput": len(ok) / total_time if total_time > 0 else float(len(ok)),
@@ -81,15 +94,15 @@ def text_report(summary: dict) -> str:
         f"{summary['throughput']:.2f}",
         f"Duration      [total, attack, wait]             {_duration(summary['duration'] + summary['wait'])}, "
         f"{_duration(summary['duration'])}, {_duration(summary['wait'])}",
-        "Latencies     [min, mean, 50, 90, 95, 99, max]  " + ", ".join(
-            _duration(lat[k]) for k in ("min", "mean", "50th", "90th", "95th", "99th", "max")),
+        "Latencies     [min, mean, 50, 90, 95, 99, max]  "
+        + ", ".join(_duration(lat[k]) for k in ("min", "mean", "50th", "90th", "95th", "99th", "max")),
         f"Bytes In      [total, mean]                     {summary['bytes_in']['total']}, "
         f"{summary['bytes_in']['mean']:.2f}",
         f"Bytes Out     [total, mean]                     {summary['bytes_out']['total']}, "
         f"{summary['bytes_out']['mean']:.2f}",
         f"Success       [ratio]                           {summary['success'] * 100:.2f}%",
-        "Status Codes  [code:count]                      " + "  ".join(
-            f"{c}:{n}" for c, n in summary["status_codes"].items()),
+        "Status Codes  [code:count]                      "
+        + "  ".join(f"{c}:{n}" for c, n in summary["status_codes"].items()),
         "Error Set:",
         *summary["errors"],
         "HDR latency percentiles:",

@@ -26,23 +26,42 @@ class Result:
     attack: str = ""
 
     def to_vegeta(self) -> dict:
-        stamp = dt.datetime.fromtimestamp(self.timestamp, dt.timezone.utc)
+        stamp = dt.datetime.fromtimestamp(self.timestamp, dt.UTC)
         nanos = int(round((self.timestamp % 1) * 1e9))
         text = stamp.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
-        return {"attack": self.attack, "seq": self.seq, "code": self.code, "timestamp": text,
-                "latency": self.latency, "bytes_out": self.bytes_out, "bytes_in": self.bytes_in,
-                "error": self.error, "body": None, "method": self.method, "url": self.url, "headers": None}
+        return {
+            "attack": self.attack,
+            "seq": self.seq,
+            "code": self.code,
+            "timestamp": text,
+            "latency": self.latency,
+            "bytes_out": self.bytes_out,
+            "bytes_in": self.bytes_in,
+            "error": self.error,
+            "body": None,
+            "method": self.method,
+            "url": self.url,
+            "headers": None,
+        }
 
     @classmethod
-    def from_vegeta(cls, item: dict) -> "Result":
+    def from_vegeta(cls, item: dict) -> Result:
         text = item["timestamp"]
         whole, _, fraction = text.rstrip("Z").partition(".")
-        seconds = dt.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp()
+        seconds = dt.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC).timestamp()
         seconds += float("0." + fraction) if fraction else 0.0
-        return cls(seq=item.get("seq", 0), timestamp=seconds, latency=int(item["latency"]), code=int(item["code"]),
-                   bytes_in=int(item.get("bytes_in", 0)), bytes_out=int(item.get("bytes_out", 0)),
-                   error=item.get("error") or "", method=item.get("method", ""), url=item.get("url", ""),
-                   attack=item.get("attack", ""))
+        return cls(
+            seq=item.get("seq", 0),
+            timestamp=seconds,
+            latency=int(item["latency"]),
+            code=int(item["code"]),
+            bytes_in=int(item.get("bytes_in", 0)),
+            bytes_out=int(item.get("bytes_out", 0)),
+            error=item.get("error") or "",
+            method=item.get("method", ""),
+            url=item.get("url", ""),
+            attack=item.get("attack", ""),
+        )
 
 
 def write_results(results: Iterable[Result], path: Path) -> None:

@@ -53,13 +53,28 @@ class RunningStack:
 
 
 @contextmanager
-def running_stack(stack: str, model_dir: Path, *, workers: int = 1, batching: bool = True,
-                  padding: str = "ragged", timeout: float = 240) -> Iterator[RunningStack]:
+def running_stack(
+    stack: str,
+    model_dir: Path,
+    *,
+    workers: int = 1,
+    batching: bool = True,
+    padding: str = "ragged",
+    timeout: float = 240,
+) -> Iterator[RunningStack]:
     with tempfile.TemporaryDirectory() as run_dir:
-        options = StackOptions(stack=stack, workers=workers, batching=batching, host="127.0.0.1", port=free_port(),
-                               model_dir=model_dir, run_dir=Path(run_dir), padding=padding,
-                               triton_ports=TritonPorts(free_port(), free_port(), free_port()),
-                               endpoints_file=Path(run_dir) / "endpoints.json")
+        options = StackOptions(
+            stack=stack,
+            workers=workers,
+            batching=batching,
+            host="127.0.0.1",
+            port=free_port(),
+            model_dir=model_dir,
+            run_dir=Path(run_dir),
+            padding=padding,
+            triton_ports=TritonPorts(free_port(), free_port(), free_port()),
+            endpoints_file=Path(run_dir) / "endpoints.json",
+        )
         launcher = Launcher(Path(run_dir))
         try:
             for spec in stack_processes(options):

@@ -19,8 +19,9 @@ class Target:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def build_target(base_url: str, fmt: str, texts: list[str], *, endpoint: str = "minilm",
-                 model: str = "ensemble") -> Target:
+def build_target(
+    base_url: str, fmt: str, texts: list[str], *, endpoint: str = "minilm", model: str = "ensemble"
+) -> Target:
     """One request carrying `texts` in the format of a stack's API."""
     base = base_url.rstrip("/")
     headers = {"content-type": "application/json"}
@@ -52,7 +53,9 @@ def read_vegeta_targets(path: Path) -> list[Target]:
         try:
             item = json.loads(line)
             body = base64.b64decode(item.get("body") or "")
-            headers = {k: ", ".join(v) if isinstance(v, list) else str(v) for k, v in (item.get("header") or {}).items()}
+            headers = {
+                k: ", ".join(v) if isinstance(v, list) else str(v) for k, v in (item.get("header") or {}).items()
+            }
             targets.append(Target(item.get("method", "GET"), item["url"], body, headers))
         except (ValueError, KeyError) as exc:
             raise ValueError(f"{path}:{number}: not a Vegeta JSON target ({exc})") from None
@@ -64,6 +67,10 @@ def read_vegeta_targets(path: Path) -> list[Target]:
 def write_vegeta_targets(targets: list[Target], path: Path) -> None:
     with open(path, "w") as out:
         for t in targets:
-            item = {"method": t.method, "url": t.url, "body": base64.b64encode(t.body).decode(),
-                    "header": {k: [v] for k, v in t.headers.items()}}
+            item = {
+                "method": t.method,
+                "url": t.url,
+                "body": base64.b64encode(t.body).decode(),
+                "header": {k: [v] for k, v in t.headers.items()},
+            }
             out.write(json.dumps(item) + "\n")

@@ -40,13 +40,36 @@ if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 
 # From 100 us to 30 s: fine enough for a tokenizer stage and for a saturated server's queueing.
 LATENCY_BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
-    0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.0075,
+    0.01,
+    0.015,
+    0.02,
+    0.03,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
 )
 
 REQUESTS = Counter("serving_requests_total", "HTTP requests by route and status code", ["route", "code"])
 REQUEST_LATENCY = Histogram(
-    "serving_request_duration_seconds", "Time from request start to response, by route", ["route"],
+    "serving_request_duration_seconds",
+    "Time from request start to response, by route",
+    ["route"],
     buckets=LATENCY_BUCKETS,
 )
 STAGE_LATENCY = Histogram(
@@ -59,7 +82,9 @@ INFLIGHT = Gauge("serving_inflight_requests", "Requests being handled now", mult
 TOKENS = Counter("serving_tokens_total", "Tokens processed (after truncation)")
 TRUNCATED = Counter("serving_truncated_texts_total", "Texts truncated to the model's maximum length")
 MODEL_INFO = Gauge(
-    "serving_model_info", "The model being served (value 1)", ["model", "version", "task"],
+    "serving_model_info",
+    "The model being served (value 1)",
+    ["model", "version", "task"],
     multiprocess_mode="max",
 )
 
@@ -95,9 +120,12 @@ def mark_worker_dead(pid: int) -> None:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.mark_process_dead(pid)
 
+
 # clearml-serving's custom statistics (collect_custom_statistics_fn), per endpoint.
 CUSTOM_VALUES = Histogram(
-    "serving_custom_value", "Numeric values reported by preprocess code", ["endpoint", "key"],
+    "serving_custom_value",
+    "Numeric values reported by preprocess code",
+    ["endpoint", "key"],
     buckets=(0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 10000),
 )
 CUSTOM_LABELS = Counter(

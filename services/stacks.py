@@ -42,8 +42,9 @@ def _multiproc_dir(options: StackOptions, name: str) -> str:
     return str(path.resolve())
 
 
-def http_service(options: StackOptions, *, name: str, app: str, env_prefix: str,
-                 extra_env: dict[str, str] | None = None) -> ProcessSpec:
+def http_service(
+    options: StackOptions, *, name: str, app: str, env_prefix: str, extra_env: dict[str, str] | None = None
+) -> ProcessSpec:
     """gunicorn + uvicorn workers serving one of the HTTP stacks' apps."""
     env = {
         f"{env_prefix}MODEL_DIR": str(options.model_dir.resolve()),
@@ -57,47 +58,66 @@ def http_service(options: StackOptions, *, name: str, app: str, env_prefix: str,
         env[f"{env_prefix}OBSERVABILITY__TRACING"] = "true"
         env[f"{env_prefix}OBSERVABILITY__OTLP_ENDPOINT"] = options.otlp_endpoint
     argv = [
-        sys.executable, "-m", "gunicorn", "-c", "python:services.api.gunicorn_conf",
-        "--bind", f"{options.host}:{options.port}", "--workers", str(options.workers),
-        "--name", name, app,
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "-c",
+        "python:services.api.gunicorn_conf",
+        "--bind",
+        f"{options.host}:{options.port}",
+        "--workers",
+        str(options.workers),
+        "--name",
+        name,
+        app,
     ]
-    return ProcessSpec(name=name, argv=argv, env=env, ports=[options.port],
-                       ready_url=f"http://127.0.0.1:{options.port}/health/ready")
+    return ProcessSpec(
+        name=name, argv=argv, env=env, ports=[options.port], ready_url=f"http://127.0.0.1:{options.port}/health/ready"
+    )
 
 
 def stack_processes(options: StackOptions) -> list[ProcessSpec]:
     if options.stack not in STACKS:
         raise ConfigurationError(f"unknown STACK '{options.stack}'; choose one of {', '.join(STACKS)}")
     if options.stack == "fastapi":
-        return [http_service(options, name="fastapi", app="services.fastapi_stack.app:create_app()",
-                             env_prefix="SERVING_")]
+        return [
+            http_service(options, name="fastapi", app="services.fastapi_stack.app:create_app()", env_prefix="SERVING_")
+        ]
     if options.stack == "triton":
         return [triton_service(options, models=["tokenizer", "encoder", "ensemble"])]
     # clearml: Triton serves the encoder alone; the gateway's workers tokenize and call it over gRPC.
     triton = triton_service(options, models=["encoder"])
-    env = {"GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{options.triton_ports.grpc}",
-           "GATEWAY_ENDPOINTS_FILE": str(options.endpoints_file.resolve())}
+    env = {
+        "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{options.triton_ports.grpc}",
+        "GATEWAY_ENDPOINTS_FILE": str(options.endpoints_file.resolve()),
+    }
     if options.padding == "bucket":
         env["GATEWAY_BUCKETS"] = json.dumps(default_buckets(Manifest.load(options.model_dir).max_seq_length))
-    gateway = http_service(options, name="gateway", app="services.gateway.app:create_app()", env_prefix="GATEWAY_",
-                           extra_env=env)
+    gateway = http_service(
+        options, name="gateway", app="services.gateway.app:create_app()", env_prefix="GATEWAY_", extra_env=env
+    )
     return [triton, gateway]
 
 
-def triton_service(options: StackOptions, *, models: list[str], render_options: RenderOptions | None = None
-                   ) -> ProcessSpec:
+def triton_service(
+    options: StackOptions, *, models: list[str], render_options: RenderOptions | None = None
+) -> ProcessSpec:
     """The real tritonserver with a repository rendered for this machine (`local` target)."""
-    render_options = render_options or RenderOptions(target="local", batching=options.batching,
-                                                     padding=options.padding)
+    render_options = render_options or RenderOptions(target="local", batching=options.batching, padding=options.padding)
     repository = render(options.model_dir, options.run_dir / "triton-repository", render_options)
-    return triton_process(repository, options.run_dir, options.triton_ports, models,
-                          extra_args=triton_tracing_args(options.otlp_endpoint))
+    return triton_process(
+        repository, options.run_dir, options.triton_ports, models, extra_args=triton_tracing_args(options.otlp_endpoint)
+    )
 
 
 def triton_tracing_args(otlp_endpoint: str | None) -> list[str]:
     """Triton's OpenTelemetry mode: it exports its own spans and joins the caller's W3C `traceparent`."""
     if not otlp_endpoint:
         return []
-    return ["--trace-config=mode=opentelemetry", "--trace-config=rate=1", "--trace-config=level=TIMESTAMPS",
-            f"--trace-config=opentelemetry,url={otlp_endpoint}",
-            "--trace-config=opentelemetry,resource=service.name=triton"]
+    return [
+        "--trace-config=mode=opentelemetry",
+        "--trace-config=rate=1",
+        "--trace-config=level=TIMESTAMPS",
+        f"--trace-config=opentelemetry,url={otlp_endpoint}",
+        "--trace-config=opentelemetry,resource=service.name=triton",
+    ]

@@ -21,15 +21,18 @@ class TritonPythonModel:
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         here = Path(args["model_repository"]) / args["model_version"]
         manifest = Manifest.load(here)
-        self.model = OnnxModel(here, manifest, threads=int(params.get("intra_op_threads", "1")),
-                               spin=params.get("spin", "false") == "true")
+        self.model = OnnxModel(
+            here, manifest, threads=int(params.get("intra_op_threads", "1")), spin=params.get("spin", "false") == "true"
+        )
         self.input_names = [i["name"] for i in config["input"]]
         self.output_name = config["output"][0]["name"]
 
     def execute(self, requests):
         feeds = []
         for request in requests:
-            feeds.append({name: pb_utils.get_input_tensor_by_name(request, name).as_numpy() for name in self.input_names})
+            feeds.append(
+                {name: pb_utils.get_input_tensor_by_name(request, name).as_numpy() for name in self.input_names}
+            )
         try:
             merged, rows = merge_padded(feeds)
             outputs = split_rows(self.model.run(merged), rows)

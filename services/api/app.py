@@ -56,8 +56,9 @@ def create_app(settings: ApiSettings, parts: PartsFactory, *, service_name: str)
         app.state.dataplane = dataplane
         metrics.MODEL_INFO.labels(manifest.name, manifest.version, manifest.task).set(1)
         await dataplane.warm_up()
-        log.info("serving %s v%s (%s) on endpoint '%s'", manifest.name, manifest.version, manifest.task,
-                 settings.endpoint)
+        log.info(
+            "serving %s v%s (%s) on endpoint '%s'", manifest.name, manifest.version, manifest.task, settings.endpoint
+        )
         try:
             yield
         finally:

@@ -1,8 +1,8 @@
 """Protocol-agnostic core of the serving API: endpoint lookup, admission, tokenization and inference.
 
 Built from what a stack declares (`services.common.backend`): an inference backend and an endpoint resolver.
-The protocol edges (`routes`, `v2`) parse requests, call this, and shape the responses themselves; per-stage latency is recorded here so every stack reports the same
-stages.
+The protocol edges (`routes`, `v2`) parse requests, call this, and shape the responses themselves; per-stage
+latency is recorded here so every stack reports the same stages.
 """
 
 from __future__ import annotations
@@ -38,8 +38,14 @@ class Prediction:
 
 
 class DataPlane:
-    def __init__(self, settings: ApiSettings, manifest: Manifest, tokenizer: TextTokenizer, backend: InferenceBackend,
-                 endpoints: EndpointResolver | None = None):
+    def __init__(
+        self,
+        settings: ApiSettings,
+        manifest: Manifest,
+        tokenizer: TextTokenizer,
+        backend: InferenceBackend,
+        endpoints: EndpointResolver | None = None,
+    ):
         self.settings = settings
         self.manifest = manifest
         self.tokenizer = tokenizer
@@ -56,9 +62,7 @@ class DataPlane:
         if endpoint != self.settings.endpoint:
             raise NotFound(f"no endpoint '{endpoint}'; this server serves '{self.settings.endpoint}'")
         if version is not None and version != self.manifest.version:
-            raise NotFound(
-                f"endpoint '{endpoint}' has no version '{version}'; available: '{self.manifest.version}'"
-            )
+            raise NotFound(f"endpoint '{endpoint}' has no version '{version}'; available: '{self.manifest.version}'")
 
     def check_model_name(self, name: str | None) -> None:
         if name not in (None, "", self.manifest.name, self.settings.endpoint):

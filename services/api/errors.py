@@ -53,8 +53,14 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         error = exc.errors()[0]
         field = ".".join(str(p) for p in error["loc"])
-        body = {"error": {"message": f"field '{field}': {error['msg']}", "type": "invalid_input", "code": 422,
-                          "param": field}}
+        body = {
+            "error": {
+                "message": f"field '{field}': {error['msg']}",
+                "type": "invalid_input",
+                "code": 422,
+                "param": field,
+            }
+        }
         return JSONResponse(body, status_code=422)
 
     @app.exception_handler(Exception)

@@ -27,7 +27,7 @@ class ServeFastPath:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith("/serve/"):
             return await self.app(scope, receive, send)
-        parts = scope["path"][len("/serve/"):].split("/")
+        parts = scope["path"][len("/serve/") :].split("/")
         if not 1 <= len(parts) <= 2 or not all(parts):
             return await self.app(scope, receive, send)  # FastAPI answers its 404
         dataplane = getattr(self.app.state, "dataplane", None)

@@ -23,7 +23,6 @@ def _request_ids():
         yield f"{prefix}-{number:x}"
 
 
-
 def route_label(path: str) -> str:
     if path.startswith("/serve/"):
         return "/serve"
@@ -61,7 +60,9 @@ class ObservabilityMiddleware:
             if tracing_enabled() and not path.startswith(UNMETERED):
                 name = f"{scope['method']} {route_label(path)}"
                 with self.tracer.start_as_current_span(
-                    name, context=extract_context(headers), kind=SpanKind.SERVER,
+                    name,
+                    context=extract_context(headers),
+                    kind=SpanKind.SERVER,
                     attributes={"http.request.method": scope["method"], "url.path": path},
                 ) as span:
                     trace_token = trace_id_var.set(format(span.get_span_context().trace_id, "032x"))

@@ -53,8 +53,9 @@ def _serve_payload(dataplane: DataPlane, prediction: Prediction, single: bool) -
     return payload
 
 
-async def serve_core(dataplane: DataPlane, endpoint: str, version: str | None,
-                     read: Callable[[], Awaitable[bytes]]) -> Response:
+async def serve_core(
+    dataplane: DataPlane, endpoint: str, version: str | None, read: Callable[[], Awaitable[bytes]]
+) -> Response:
     """`/serve/{endpoint}[/{version}]`, shared by the FastAPI route and the raw-ASGI fast path (`fastpath`)."""
     configured = dataplane.configured_endpoint(endpoint)
     if configured is not None:
@@ -63,8 +64,9 @@ async def serve_core(dataplane: DataPlane, endpoint: str, version: str | None,
                 body = parse_json(await read())
             result = await configured.serve(version, body)
             headers = {"x-model-name": endpoint, "x-model-version": configured.version}
-            return Response(orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json",
-                            headers=headers)
+            return Response(
+                orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json", headers=headers
+            )
     dataplane.check_endpoint(endpoint, version)
     with dataplane.admit():
         with stage("parse"):
@@ -77,8 +79,7 @@ async def serve_core(dataplane: DataPlane, endpoint: str, version: str | None,
 async def _serve(request: Request, endpoint: str, version: str | None) -> Response:
     dataplane = _dataplane(request)
     limit = dataplane.settings.max_body_bytes
-    return await serve_core(dataplane, endpoint, version,
-                            lambda: read_body(request.stream(), request.headers, limit))
+    return await serve_core(dataplane, endpoint, version, lambda: read_body(request.stream(), request.headers, limit))
 
 
 @router.post("/serve/{endpoint}", summary="Run the endpoint's model on a text or a list of texts")
@@ -113,12 +114,15 @@ async def embeddings(request: Request) -> Response:
             else:
                 items = list(vectors)
             tokens = sum(prediction.token_counts)
-            return _json(dataplane, {
-                "object": "list",
-                "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(items)],
-                "model": dataplane.manifest.name,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            })
+            return _json(
+                dataplane,
+                {
+                    "object": "list",
+                    "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(items)],
+                    "model": dataplane.manifest.name,
+                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                },
+            )
 
 
 @router.get("/health/live", summary="The process is up")
@@ -130,8 +134,11 @@ async def live() -> dict:
 async def ready(request: Request) -> JSONResponse:
     dataplane = _dataplane(request)
     ok = await dataplane.is_ready()
-    body = {"status": "ready" if ok else "not ready", "model": dataplane.manifest.name,
-            "version": dataplane.manifest.version}
+    body = {
+        "status": "ready" if ok else "not ready",
+        "model": dataplane.manifest.name,
+        "version": dataplane.manifest.version,
+    }
     return JSONResponse(body, status_code=200 if ok else 503, headers=None if ok else {"Retry-After": "1"})
 
 

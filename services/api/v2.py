@@ -13,8 +13,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from tritonclient.utils import deserialize_bytes_tensor
 
-from services.api.body import read_body
 from observability.metrics import stage
+from services.api.body import read_body
 from services.api.dataplane import DataPlane
 from services.common.errors import BadRequest, InvalidInput
 
@@ -46,7 +46,7 @@ def split_body(raw: bytes, header_length: str | None) -> tuple[dict, bytes]:
     else:
         if not header_length.isdigit() or int(header_length) > len(raw):
             raise BadRequest("Inference-Header-Content-Length does not fit the body")
-        header, blob = raw[: int(header_length)], raw[int(header_length):]
+        header, blob = raw[: int(header_length)], raw[int(header_length) :]
     try:
         request = orjson.loads(header)
     except orjson.JSONDecodeError as exc:
@@ -69,7 +69,7 @@ def texts_from_request(request: dict, blob: bytes) -> list[str]:
         if size is not None:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0 or offset + size > len(blob):
                 raise InvalidInput("binary_data_size must be a whole number of bytes within the body", param="inputs")
-            chunk, offset = blob[offset: offset + size], offset + size
+            chunk, offset = blob[offset : offset + size], offset + size
         if tensor.get("name") != TEXT:
             raise InvalidInput(f"unexpected input '{tensor.get('name')}'; this model takes '{TEXT}'", param="inputs")
         if tensor.get("datatype") != "BYTES":
@@ -84,8 +84,7 @@ def texts_from_request(request: dict, blob: bytes) -> list[str]:
             texts = [str(v) for v in np.ravel(data).tolist()]
         shape = tensor.get("shape")
         if not isinstance(shape, list) or int(np.prod(shape)) != len(texts):
-            raise InvalidInput(f"input '{TEXT}' shape {shape} does not match its {len(texts)} values",
-                               param="inputs")
+            raise InvalidInput(f"input '{TEXT}' shape {shape} does not match its {len(texts)} values", param="inputs")
     if texts is None:
         raise InvalidInput(f"missing input '{TEXT}'", param="inputs")
     return texts
@@ -112,8 +111,13 @@ def _metadata(dataplane: DataPlane) -> dict:
 
 @router.get("")
 async def server_metadata() -> Response:
-    return _json({"name": "transformer-serving", "version": package_version("transformer-serving"),
-                  "extensions": ["binary_tensor_data"]})
+    return _json(
+        {
+            "name": "transformer-serving",
+            "version": package_version("transformer-serving"),
+            "extensions": ["binary_tensor_data"],
+        }
+    )
 
 
 @router.get("/health/live")
@@ -162,7 +166,10 @@ async def infer(request: Request, model: str, version: str | None = None) -> Res
                 raw_out = np.ascontiguousarray(array).tobytes()
                 entry["parameters"] = {"binary_data_size": len(raw_out)}
                 header = orjson.dumps(payload)
-                return Response(header + raw_out, media_type="application/octet-stream",
-                                headers={"Inference-Header-Content-Length": str(len(header))})
+                return Response(
+                    header + raw_out,
+                    media_type="application/octet-stream",
+                    headers={"Inference-Header-Content-Length": str(len(header))},
+                )
             entry["data"] = array.ravel()
             return Response(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")

@@ -96,7 +96,7 @@ class Manifest(BaseModel):
         return self.output.shape[-1]
 
     @classmethod
-    def load(cls, model_dir: Path | str) -> "Manifest":
+    def load(cls, model_dir: Path | str) -> Manifest:
         path = Path(model_dir) / MANIFEST_FILE
         if not path.is_file():
             raise ConfigurationError(
@@ -125,7 +125,7 @@ class Reference(BaseModel):
     outputs: list[list[float]]
 
     @classmethod
-    def load(cls, model_dir: Path | str) -> "Reference":
+    def load(cls, model_dir: Path | str) -> Reference:
         return cls.model_validate_json((Path(model_dir) / REFERENCE_FILE).read_text())
 
     def save(self, model_dir: Path) -> None:

@@ -1,7 +1,7 @@
 """One error hierarchy for every service.
 
-Each error carries its HTTP status (and the gRPC status name a gRPC edge would use); protocol edges map them once
-(`services.api.errors`). Core code raises these and never builds HTTP responses itself.
+Each error carries its HTTP status and error type; the HTTP edge maps them once (`services.api.errors`). Core
+code raises these and never builds HTTP responses itself.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ class ServingError(Exception):
     """Base class: a failure with a status code and a message that tells the caller what to do."""
 
     status_code: int = 500
-    grpc_code: str = "INTERNAL"
     error_type: str = "internal_error"
 
     def __init__(self, message: str, *, param: str | None = None, retry_after: float | None = None):
@@ -31,7 +30,6 @@ class BadRequest(ServingError):
     """The body cannot be read at all: malformed JSON, not UTF-8."""
 
     status_code = 400
-    grpc_code = "INVALID_ARGUMENT"
     error_type = "bad_request"
 
 
@@ -39,19 +37,16 @@ class InvalidInput(ServingError):
     """The body was read but a field is missing, of the wrong type or out of range."""
 
     status_code = 422
-    grpc_code = "INVALID_ARGUMENT"
     error_type = "invalid_input"
 
 
 class PayloadTooLarge(ServingError):
     status_code = 413
-    grpc_code = "RESOURCE_EXHAUSTED"
     error_type = "payload_too_large"
 
 
 class NotFound(ServingError):
     status_code = 404
-    grpc_code = "NOT_FOUND"
     error_type = "not_found"
 
 
@@ -59,7 +54,6 @@ class Overloaded(ServingError):
     """This process is at its in-flight bound: the client should back off and retry."""
 
     status_code = 429
-    grpc_code = "RESOURCE_EXHAUSTED"
     error_type = "overloaded"
 
 
@@ -67,13 +61,11 @@ class Unavailable(ServingError):
     """A dependency (model not loaded yet, Triton down, Triton queue full): retry later."""
 
     status_code = 503
-    grpc_code = "UNAVAILABLE"
     error_type = "unavailable"
 
 
 class DeadlineExceeded(ServingError):
     status_code = 504
-    grpc_code = "DEADLINE_EXCEEDED"
     error_type = "deadline_exceeded"
 
 

@@ -18,8 +18,15 @@ def default_threads(workers: int = 1) -> int:
 
 
 class OnnxModel:
-    def __init__(self, model_dir: Path | str, manifest: Manifest, *, threads: int = 1,
-                 providers: list[str] | None = None, spin: bool = True):
+    def __init__(
+        self,
+        model_dir: Path | str,
+        manifest: Manifest,
+        *,
+        threads: int = 1,
+        providers: list[str] | None = None,
+        spin: bool = True,
+    ):
         """`spin=False` stops idle intra-op threads from busy-waiting: better when other processes (tokenizing
         workers, a load generator) share the cores."""
         self.manifest = manifest

@@ -19,5 +19,7 @@ def classify(manifest: Manifest, logits: np.ndarray) -> list[dict]:
     results = []
     for row in probabilities:
         best = int(row.argmax())
-        results.append({"label": labels[best], "scores": {label: float(p) for label, p in zip(labels, row)}})
+        results.append(
+            {"label": labels[best], "scores": {label: float(p) for label, p in zip(labels, row, strict=True)}}
+        )
     return results

@@ -17,7 +17,7 @@ class ServeRequest(BaseModel):
     truncate: StrictBool | None = None
 
     @model_validator(mode="after")
-    def _one_of(self) -> "ServeRequest":
+    def _one_of(self) -> ServeRequest:
         if (self.text is None) == (self.texts is None):
             raise ValueError('send exactly one of "text" (a string) or "texts" (a non-empty list of strings)')
         return self
@@ -37,7 +37,7 @@ class EmbeddingsRequest(BaseModel):
     user: StrictStr | None = None
 
     @model_validator(mode="after")
-    def _not_empty(self) -> "EmbeddingsRequest":
+    def _not_empty(self) -> EmbeddingsRequest:
         if isinstance(self.input, list) and not self.input:
             raise ValueError("input must be a string or a non-empty list of strings")
         return self

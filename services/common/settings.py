@@ -48,11 +48,9 @@ class ApiSettings(BaseSettings):
     """Requests one worker handles at once; past it new requests get 429 with Retry-After."""
     intra_op_threads: int | None = Field(None, ge=1)
     """ONNX Runtime threads per worker; default: CPU cores divided by workers."""
-    graceful_timeout: float = 30.0
-    """Seconds a worker has on SIGTERM to finish in-flight requests."""
     observability: ObservabilitySettings = ObservabilitySettings()
 
     @model_validator(mode="after")
-    def _check_model_dir(self) -> "ApiSettings":
+    def _check_model_dir(self) -> ApiSettings:
         self.model_dir = self.model_dir.expanduser()
         return self

@@ -61,10 +61,8 @@ class TextTokenizer:
         self.pad_id = 0 if padding is None else padding
 
     def encode(self, texts: list[str], *, truncate: bool = True) -> EncodedBatch:
-        if len(texts) == 1:
-            encodings = [self._tokenizer.encode(texts[0])]
-        else:
-            encodings = self._tokenizer.encode_batch(texts)
+        # encode() for one text skips encode_batch's thread-pool hand-off
+        encodings = [self._tokenizer.encode(texts[0])] if len(texts) == 1 else self._tokenizer.encode_batch(texts)
         truncated = [bool(encoding.overflowing) for encoding in encodings]
         if not truncate and any(truncated):
             index = truncated.index(True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from services.api.app import StackParts, create_app as create_api
+from services.api.app import StackParts
+from services.api.app import create_app as create_api
 from services.common.contract import Manifest
 from services.common.settings import ApiSettings
 from services.fastapi_stack.backend import LocalOnnxBackend

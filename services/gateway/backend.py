@@ -28,6 +28,7 @@ class TritonBackend:
         return await self.triton.model_ready(self.settings.triton_model)
 
     async def infer(self, batch: EncodedBatch) -> np.ndarray:
-        outputs = await self.triton.infer(self.settings.triton_model, batch.tensors(self.manifest.input_names),
-                                          [self.manifest.output.name])
+        outputs = await self.triton.infer(
+            self.settings.triton_model, batch.tensors(self.manifest.input_names), [self.manifest.output.name]
+        )
         return outputs[self.manifest.output.name]

@@ -8,8 +8,9 @@ import typer
 from rich.console import Console
 
 console = Console(stderr=True)
-endpoints_app = typer.Typer(help="Edit the gateway's endpoint file; running workers pick changes up without a restart.",
-                            no_args_is_help=True)
+endpoints_app = typer.Typer(
+    help="Edit the gateway's endpoint file; running workers pick changes up without a restart.", no_args_is_help=True
+)
 ENDPOINTS_FILE = typer.Option(Path("endpoints.json"), "--file", help="The endpoint file (GATEWAY_ENDPOINTS_FILE).")
 
 
@@ -33,8 +34,15 @@ def endpoints_list(file: Path = ENDPOINTS_FILE) -> None:
 
     table = Table("endpoint", "engine", "model", "version", "preprocess", "inputs", "outputs")
     for name, config in EndpointsFile.read(file).endpoints.items():
-        table.add_row(name, config.engine, config.model or "", config.version or "any", config.preprocess or "",
-                      ", ".join(t.name for t in config.inputs), ", ".join(t.name for t in config.outputs))
+        table.add_row(
+            name,
+            config.engine,
+            config.model or "",
+            config.version or "any",
+            config.preprocess or "",
+            ", ".join(t.name for t in config.inputs),
+            ", ".join(t.name for t in config.outputs),
+        )
     Console().print(table)
 
 
@@ -47,16 +55,25 @@ def endpoints_add(
     version: str = typer.Option(None, help="Version in /serve/NAME/VERSION (default: any)."),
     preprocess: Path = typer.Option(None, help="Python file with class Preprocess (clearml-serving contract)."),
     model_file: str = typer.Option(None, help="Passed to Preprocess.load()."),
-    input: list[str] = typer.Option([], "--input", help="NAME:DTYPE:SHAPE, repeat in the order preprocess returns them."),
+    input: list[str] = typer.Option(
+        [], "--input", help="NAME:DTYPE:SHAPE, repeat in the order preprocess returns them."
+    ),
     output: list[str] = typer.Option([], "--output", help="NAME:DTYPE:SHAPE, repeat for several outputs."),
     file: Path = ENDPOINTS_FILE,
 ) -> None:
     """Add or replace an endpoint."""
     from services.gateway.endpoints import EndpointConfig, EndpointsFile
 
-    config = EndpointConfig(engine=engine, model=model, model_version=model_version, version=version,
-                            preprocess=str(preprocess.resolve()) if preprocess else None, model_file=model_file,
-                            inputs=[_tensor(t) for t in input], outputs=[_tensor(t) for t in output])
+    config = EndpointConfig(
+        engine=engine,
+        model=model,
+        model_version=model_version,
+        version=version,
+        preprocess=str(preprocess.resolve()) if preprocess else None,
+        model_file=model_file,
+        inputs=[_tensor(t) for t in input],
+        outputs=[_tensor(t) for t in output],
+    )
     endpoints = EndpointsFile.read(file)
     endpoints.endpoints[name] = config
     endpoints.write(file)

@@ -80,9 +80,13 @@ class ConfiguredEndpoint:
         specs = self.config.inputs
         arrays = [data] if len(specs) == 1 else list(data)
         if len(arrays) != len(specs):
-            raise InvalidInput(f"preprocess returned {len(arrays)} inputs; endpoint '{self.name}' declares {len(specs)}")
+            raise InvalidInput(
+                f"preprocess returned {len(arrays)} inputs; endpoint '{self.name}' declares {len(specs)}"
+            )
         try:
-            feeds = {spec.name: np.asarray(array, dtype=spec.numpy_dtype) for spec, array in zip(specs, arrays)}
+            feeds = {
+                spec.name: np.asarray(array, dtype=spec.numpy_dtype) for spec, array in zip(specs, arrays, strict=True)
+            }
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"preprocess output does not fit the declared inputs: {exc}") from None
         names = [spec.name for spec in self.config.outputs]
@@ -104,7 +108,7 @@ class EndpointRegistry:
         return self.endpoints.get(name)
 
     @classmethod
-    def build(cls, file: EndpointsFile, triton: TritonClient, serving_url: str, base_dir: Path) -> "EndpointRegistry":
+    def build(cls, file: EndpointsFile, triton: TritonClient, serving_url: str, base_dir: Path) -> EndpointRegistry:
         endpoints = {}
         for name, config in file.endpoints.items():
             if config.engine != "custom" and not config.outputs:
@@ -113,8 +117,9 @@ class EndpointRegistry:
                 raise ConfigurationError(f"endpoint '{name}' uses the triton engine but names no model")
             preprocess = None
             if config.preprocess:
-                preprocess = UserPreprocess(base_dir / config.preprocess, config, model_file=config.model_file,
-                                            serving_url=serving_url)
+                preprocess = UserPreprocess(
+                    base_dir / config.preprocess, config, model_file=config.model_file, serving_url=serving_url
+                )
             if config.engine == "custom" and not (preprocess and preprocess.has("process")):
                 raise ConfigurationError(f"endpoint '{name}' is custom but its Preprocess has no process()")
             onnx = None

@@ -47,7 +47,7 @@ class EndpointsFile(BaseModel):
     endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
 
     @classmethod
-    def read(cls, path: Path) -> "EndpointsFile":
+    def read(cls, path: Path) -> EndpointsFile:
         if not path.is_file():
             return cls()
         try:

@@ -46,8 +46,9 @@ class TritonClient:
         if code == grpc.StatusCode.UNAVAILABLE:
             if "queue" in message.lower():
                 return Unavailable(f"Triton's queue for '{model}' is full; retry shortly", retry_after=self.retry_after)
-            return Unavailable(f"Triton at {self.url} is unavailable ({message}); retry shortly",
-                               retry_after=self.retry_after)
+            return Unavailable(
+                f"Triton at {self.url} is unavailable ({message}); retry shortly", retry_after=self.retry_after
+            )
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return DeadlineExceeded(f"Triton did not answer within {self.timeout:g}s", retry_after=self.retry_after)
         if code == grpc.StatusCode.INVALID_ARGUMENT:
@@ -56,8 +57,9 @@ class TritonClient:
             return NotFound(f"Triton has no model '{model}' loaded")
         return ServingError(f"Triton failed: {code.name} {message}")
 
-    async def infer(self, model: str, inputs: dict[str, np.ndarray], outputs: list[str], *,
-                    version: str = "") -> dict[str, np.ndarray]:
+    async def infer(
+        self, model: str, inputs: dict[str, np.ndarray], outputs: list[str], *, version: str = ""
+    ) -> dict[str, np.ndarray]:
         request = service_pb2.ModelInferRequest(model_name=model, model_version=version)
         for name, array in inputs.items():
             tensor = request.inputs.add()
@@ -73,7 +75,7 @@ class TritonClient:
         except grpc.aio.AioRpcError as exc:
             raise self._error(exc, model) from None
         result = {}
-        for tensor, raw in zip(response.outputs, response.raw_output_contents):
+        for tensor, raw in zip(response.outputs, response.raw_output_contents, strict=True):
             result[tensor.name] = np.frombuffer(raw, dtype=triton_to_np_dtype(tensor.datatype)).reshape(tensor.shape)
         missing = set(outputs) - set(result)
         if missing:
@@ -86,8 +88,9 @@ class TritonClient:
         if time.monotonic() - checked < max_age:
             return ready
         try:
-            answer = await self.stub.ModelReady(service_pb2.ModelReadyRequest(name=model),
-                                                timeout=min(self.timeout, 2.0))
+            answer = await self.stub.ModelReady(
+                service_pb2.ModelReadyRequest(name=model), timeout=min(self.timeout, 2.0)
+            )
             ready = answer.ready
         except grpc.aio.AioRpcError:
             ready = False

@@ -145,13 +145,28 @@ def _export_onnx(module, input_names: list[str], output_name: str, tokenizer: Te
     dynamic_axes[output_name] = {0: "batch"}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer warnings; the validation against PyTorch guards correctness
-        torch.onnx.export(module, example, str(path), input_names=input_names, output_names=[output_name],
-                          dynamic_axes=dynamic_axes, opset_version=OPSET, dynamo=False)
+        torch.onnx.export(
+            module,
+            example,
+            str(path),
+            input_names=input_names,
+            output_names=[output_name],
+            dynamic_axes=dynamic_axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
     onnx.checker.check_model(str(path))
 
 
-def _manifest(checkpoint: Checkpoint, version: str, input_names: list[str], output_name: str, width: int,
-              source_files: dict[str, str], stamp: str) -> Manifest:
+def _manifest(
+    checkpoint: Checkpoint,
+    version: str,
+    input_names: list[str],
+    output_name: str,
+    width: int,
+    source_files: dict[str, str],
+    stamp: str,
+) -> Manifest:
     import onnx
     import torch
     import transformers
@@ -166,11 +181,21 @@ def _manifest(checkpoint: Checkpoint, version: str, input_names: list[str], outp
         labels=checkpoint.labels,
         inputs=[TensorSpec(name=n, dtype="INT64", shape=[-1, -1]) for n in input_names],
         outputs=[TensorSpec(name=output_name, dtype="FP32", shape=[-1, width])],
-        source=SourceInfo(path=str(checkpoint.path), package=checkpoint.package,
-                          package_version=checkpoint.package_version, files=source_files),
-        build=BuildInfo(fingerprint=stamp, created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                        opset=OPSET, torch=torch.__version__, transformers=transformers.__version__,
-                        onnx=onnx.__version__, max_abs_diff=0.0),
+        source=SourceInfo(
+            path=str(checkpoint.path),
+            package=checkpoint.package,
+            package_version=checkpoint.package_version,
+            files=source_files,
+        ),
+        build=BuildInfo(
+            fingerprint=stamp,
+            created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            opset=OPSET,
+            torch=torch.__version__,
+            transformers=transformers.__version__,
+            onnx=onnx.__version__,
+            max_abs_diff=0.0,
+        ),
     )
 
 
@@ -232,6 +257,12 @@ def build(
         if out_dir.exists():
             shutil.rmtree(out_dir)
         shutil.copytree(staging, out_dir)
-    log.info("wrote %s: %s, output %s%s, max abs diff vs PyTorch %.1e", out_dir, checkpoint.task, output_name,
-             manifest.output.shape, diff)
+    log.info(
+        "wrote %s: %s, output %s%s, max abs diff vs PyTorch %.1e",
+        out_dir,
+        checkpoint.task,
+        output_name,
+        manifest.output.shape,
+        diff,
+    )
     return manifest

@@ -9,12 +9,85 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-WORDS = (
-    "the a an is are was be to of and in on for with as at by from this that it he she they we you i "
-    "hello world man woman cat dog fox food eating eats quick brown lazy jumps over while watches window "
-    "model server batch request requests triton text long short sentence inputs truncated maximum length "
-    "token tokens test tests embedding vector fast slow good bad happy sad red blue green one two three"
-).split()
+WORDS = [
+    "the",
+    "a",
+    "an",
+    "is",
+    "are",
+    "was",
+    "be",
+    "to",
+    "of",
+    "and",
+    "in",
+    "on",
+    "for",
+    "with",
+    "as",
+    "at",
+    "by",
+    "from",
+    "this",
+    "that",
+    "it",
+    "he",
+    "she",
+    "they",
+    "we",
+    "you",
+    "i",
+    "hello",
+    "world",
+    "man",
+    "woman",
+    "cat",
+    "dog",
+    "fox",
+    "food",
+    "eating",
+    "eats",
+    "quick",
+    "brown",
+    "lazy",
+    "jumps",
+    "over",
+    "while",
+    "watches",
+    "window",
+    "model",
+    "server",
+    "batch",
+    "request",
+    "requests",
+    "triton",
+    "text",
+    "long",
+    "short",
+    "sentence",
+    "inputs",
+    "truncated",
+    "maximum",
+    "length",
+    "token",
+    "tokens",
+    "test",
+    "tests",
+    "embedding",
+    "vector",
+    "fast",
+    "slow",
+    "good",
+    "bad",
+    "happy",
+    "sad",
+    "red",
+    "blue",
+    "green",
+    "one",
+    "two",
+    "three",
+]
 
 
 def _vocab() -> list[str]:
@@ -87,11 +160,15 @@ def write_tiny_checkpoint(
         model = BertModel(config, add_pooling_layer=False)
     model.eval().save_pretrained(str(path))
     if task == "embedding":
-        (path / "modules.json").write_text(json.dumps([
-            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-        ]))
+        (path / "modules.json").write_text(
+            json.dumps(
+                [
+                    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                    {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+                ]
+            )
+        )
         (path / "1_Pooling").mkdir(exist_ok=True)
         (path / "1_Pooling" / "config.json").write_text(
             json.dumps({"word_embedding_dimension": hidden, "pooling_mode_mean_tokens": True})

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def merge_padded(requests: list[dict[str, np.ndarray]], pad_values: dict[str, int] | None = None
-                 ) -> tuple[dict[str, np.ndarray], list[int]]:
+def merge_padded(
+    requests: list[dict[str, np.ndarray]], pad_values: dict[str, int] | None = None
+) -> tuple[dict[str, np.ndarray], list[int]]:
     """Stack requests whose tensors are [rows_i, length_i] into [sum(rows), max(length)], padding on the right.
 
     Requests of different lengths can then run as one model call (ragged batching). Returns the merged tensors and
@@ -21,9 +22,9 @@ def merge_padded(requests: list[dict[str, np.ndarray]], pad_values: dict[str, in
         first = requests[0][name]
         out = np.full((sum(rows), width), pad_values.get(name, 0), dtype=first.dtype)
         start = 0
-        for request, count in zip(requests, rows):
+        for request, count in zip(requests, rows, strict=True):
             tensor = request[name]
-            out[start:start + count, : tensor.shape[1]] = tensor
+            out[start : start + count, : tensor.shape[1]] = tensor
             start += count
         merged[name] = out
     return merged, rows
@@ -32,7 +33,7 @@ def merge_padded(requests: list[dict[str, np.ndarray]], pad_values: dict[str, in
 def split_rows(output: np.ndarray, rows: list[int]) -> list[np.ndarray]:
     """Undo `merge_padded` on a model output: one [rows_i, ...] slice per request."""
     bounds = np.cumsum([0] + rows)
-    return [output[bounds[i]:bounds[i + 1]] for i in range(len(rows))]
+    return [output[bounds[i] : bounds[i + 1]] for i in range(len(rows))]
 
 
 def decode_texts(raw: np.ndarray) -> list[str]:

@@ -111,16 +111,24 @@ def render_configs(manifest: Manifest, options: RenderOptions) -> dict[str, str]
     sources = {name: Template((SOURCE / name / "config.pbtxt.tmpl").read_text()) for name in MODELS}
     return {
         "tokenizer": sources["tokenizer"].substitute(
-            common, outputs=_tensors(token_outputs), instances=options.tokenizer_instances,
-            max_length=manifest.max_seq_length, buckets=",".join(map(str, buckets)),
+            common,
+            outputs=_tensors(token_outputs),
+            instances=options.tokenizer_instances,
+            max_length=manifest.max_seq_length,
+            buckets=",".join(map(str, buckets)),
         ),
         "encoder": sources["encoder"].substitute(
-            common, engine=engine, inputs=_tensors(manifest.inputs, ragged=options.ragged and options.batching),
-            outputs=_tensors(manifest.outputs), instances=options.encoder_instances, kind=kind,
+            common,
+            engine=engine,
+            inputs=_tensors(manifest.inputs, ragged=options.ragged and options.batching),
+            outputs=_tensors(manifest.outputs),
+            instances=options.encoder_instances,
+            kind=kind,
             parameters=parameters,
         ),
         "ensemble": sources["ensemble"].substitute(
-            max_batch_size=options.max_batch_size, outputs=_tensors(manifest.outputs),
+            max_batch_size=options.max_batch_size,
+            outputs=_tensors(manifest.outputs),
             tokenizer_outputs=_maps("output_map", manifest.input_names),
             encoder_inputs=_maps("input_map", manifest.input_names),
             encoder_outputs=_maps("output_map", [manifest.output.name]),

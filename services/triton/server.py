@@ -57,8 +57,9 @@ def find_install() -> TritonInstall:
 
 def missing_libraries(install: TritonInstall, binary: Path) -> list[str]:
     """Shared libraries `binary` needs that the loader cannot find (e.g. the system libpython3.11)."""
-    result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True,
-                            env={"LD_LIBRARY_PATH": str(install.libs)})
+    result = subprocess.run(
+        ["ldd", str(binary)], capture_output=True, text=True, env={"LD_LIBRARY_PATH": str(install.libs)}
+    )
     return [line.split()[0] for line in result.stdout.splitlines() if "not found" in line]
 
 
@@ -78,8 +79,15 @@ def check_environment(install: TritonInstall) -> None:
             raise ConfigurationError(f"{binary.name} cannot start: missing {', '.join(missing)}{hint}")
 
 
-def triton_process(repository: Path, run_dir: Path, ports: TritonPorts, models: list[str], *,
-                   extra_args: list[str] | None = None, name: str = "triton") -> ProcessSpec:
+def triton_process(
+    repository: Path,
+    run_dir: Path,
+    ports: TritonPorts,
+    models: list[str],
+    *,
+    extra_args: list[str] | None = None,
+    name: str = "triton",
+) -> ProcessSpec:
     install = find_install()
     check_environment(install)
     backends = prepare_backends(install, run_dir / f"{name}-backends")
@@ -107,9 +115,15 @@ def triton_process(repository: Path, run_dir: Path, ports: TritonPorts, models: 
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         "TOKENIZERS_PARALLELISM": "false",
     }
-    return ProcessSpec(name=name, argv=argv, env=env, ports=[ports.http, ports.grpc, ports.metrics],
-                       ready_url=f"http://127.0.0.1:{ports.http}/v2/health/ready", stop_timeout=30,
-                       explain=explain_log)
+    return ProcessSpec(
+        name=name,
+        argv=argv,
+        env=env,
+        ports=[ports.http, ports.grpc, ports.metrics],
+        ready_url=f"http://127.0.0.1:{ports.http}/v2/health/ready",
+        stop_timeout=30,
+        explain=explain_log,
+    )
 
 
 _LOAD_FAILURE = re.compile(r"failed to load '([^']+)'[^:]*: (.*)")

@@ -37,8 +37,21 @@ def png_size(path: Path) -> tuple[int, int]:
 def test_tiny_matrix_writes_report_summary_and_charts(tmp_path, tiny_model):
     matrix = tmp_path / "tiny.toml"
     matrix.write_text(TINY_MATRIX)
-    result = subprocess.run([LOADTEST, "matrix", "--config", str(matrix), "--model-dir", str(tiny_model),
-                             "--out", str(tmp_path / "results")], capture_output=True, text=True, timeout=400)
+    result = subprocess.run(
+        [
+            LOADTEST,
+            "matrix",
+            "--config",
+            str(matrix),
+            "--model-dir",
+            str(tiny_model),
+            "--out",
+            str(tmp_path / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = (tmp_path / "results").iterdir()
     with open(run / "summary.csv") as handle:

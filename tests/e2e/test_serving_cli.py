@@ -17,16 +17,31 @@ SERVING = str(Path(sys.executable).parent / "serving")
 
 def serving(*args: str, run_dir: Path, timeout: float = 240) -> subprocess.CompletedProcess:
     env = {**os.environ, "SERVING_RUN_DIR": str(run_dir)}
-    return subprocess.run([SERVING, *args], capture_output=True, text=True, env=env, cwd=run_dir.parent,
-                          timeout=timeout)
+    return subprocess.run(
+        [SERVING, *args], capture_output=True, text=True, env=env, cwd=run_dir.parent, timeout=timeout
+    )
 
 
 def test_up_status_down_of_the_default_gateway_stack(tmp_path, tiny_model):
     run_dir = tmp_path / "run"
     port, http, grpc, metrics = (free_port() for _ in range(4))
-    up = serving("up", "--detach", "--model-dir", str(tiny_model), "--host", "127.0.0.1", "--port", str(port),
-                 "--triton-http-port", str(http), "--triton-grpc-port", str(grpc),
-                 "--triton-metrics-port", str(metrics), run_dir=run_dir)
+    up = serving(
+        "up",
+        "--detach",
+        "--model-dir",
+        str(tiny_model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--triton-http-port",
+        str(http),
+        "--triton-grpc-port",
+        str(grpc),
+        "--triton-metrics-port",
+        str(metrics),
+        run_dir=run_dir,
+    )
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         assert "STACK=clearml is up" in up.stderr

@@ -56,14 +56,25 @@ def unit_model_dir(path: Path, task: str = "embedding") -> Path:
         pooling=None if classifier else "mean",
         normalize=not classifier,
         labels=["negative", "positive"] if classifier else None,
-        inputs=[TensorSpec(name=n, dtype="INT64", shape=[-1, -1])
-                for n in ("input_ids", "attention_mask", "token_type_ids")],
-        outputs=[TensorSpec(name="logits" if classifier else "embedding", dtype="FP32",
-                            shape=[-1, 2 if classifier else UNIT_HIDDEN])],
+        inputs=[
+            TensorSpec(name=n, dtype="INT64", shape=[-1, -1]) for n in ("input_ids", "attention_mask", "token_type_ids")
+        ],
+        outputs=[
+            TensorSpec(
+                name="logits" if classifier else "embedding", dtype="FP32", shape=[-1, 2 if classifier else UNIT_HIDDEN]
+            )
+        ],
         files={name: sha256_file(path / name) for name in (TOKENIZER_FILE, MODEL_FILE)},
         source=SourceInfo(path="written by tests.support.models"),
-        build=BuildInfo(fingerprint="unit", created_at="2026-01-01T00:00:00+00:00", opset=17, torch="-",
-                        transformers="-", onnx="-", max_abs_diff=0.0),
+        build=BuildInfo(
+            fingerprint="unit",
+            created_at="2026-01-01T00:00:00+00:00",
+            opset=17,
+            torch="-",
+            transformers="-",
+            onnx="-",
+            max_abs_diff=0.0,
+        ),
     )
     manifest.save(path)
     assert (path / MANIFEST_FILE).is_file()

@@ -28,8 +28,15 @@ class Server:
         return self.launcher.procs[0][1].pid
 
 
-def start_http_stack(tmp_path: Path, model_dir: Path, *, workers: int = 1, env: dict[str, str] | None = None,
-                     app: str = "services.fastapi_stack.app:create_app()", env_prefix: str = "SERVING_") -> Server:
+def start_http_stack(
+    tmp_path: Path,
+    model_dir: Path,
+    *,
+    workers: int = 1,
+    env: dict[str, str] | None = None,
+    app: str = "services.fastapi_stack.app:create_app()",
+    env_prefix: str = "SERVING_",
+) -> Server:
     port = free_port()
     options = StackOptions(workers=workers, host="127.0.0.1", port=port, model_dir=model_dir, run_dir=tmp_path)
     spec = http_service(options, name="api", app=app, env_prefix=env_prefix, extra_env=env)
@@ -50,9 +57,13 @@ class TritonServer:
         self.launcher.stop_all()
 
 
-def start_triton(tmp_path: Path, model_dir: Path, render_options=None,
-                 models: tuple[str, ...] = ("tokenizer", "encoder", "ensemble"),
-                 extra_args: list[str] | None = None) -> TritonServer:
+def start_triton(
+    tmp_path: Path,
+    model_dir: Path,
+    render_options=None,
+    models: tuple[str, ...] = ("tokenizer", "encoder", "ensemble"),
+    extra_args: list[str] | None = None,
+) -> TritonServer:
     """The real tritonserver from the nvidia-pytriton wheel, on free ports."""
     from services.stacks import triton_service
     from services.triton.server import TritonPorts
@@ -63,8 +74,12 @@ def start_triton(tmp_path: Path, model_dir: Path, render_options=None,
     spec.argv += extra_args or []
     launcher = Launcher(tmp_path)
     launcher.start_ready(spec, detach=True, timeout=120)
-    return TritonServer(f"http://127.0.0.1:{ports.http}", f"127.0.0.1:{ports.grpc}",
-                        f"http://127.0.0.1:{ports.metrics}/metrics", launcher)
+    return TritonServer(
+        f"http://127.0.0.1:{ports.http}",
+        f"127.0.0.1:{ports.grpc}",
+        f"http://127.0.0.1:{ports.metrics}/metrics",
+        launcher,
+    )
 
 
 def triton_metric(server: TritonServer, name: str, model: str) -> float:
@@ -73,13 +88,24 @@ def triton_metric(server: TritonServer, name: str, model: str) -> float:
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
 
 
-def start_gateway(tmp_path: Path, model_dir: Path, triton: TritonServer, *, workers: int = 2,
-                  env: dict[str, str] | None = None) -> Server:
+def start_gateway(
+    tmp_path: Path, model_dir: Path, triton: TritonServer, *, workers: int = 2, env: dict[str, str] | None = None
+) -> Server:
     """STACK=clearml's gateway (gunicorn + uvicorn workers) in front of a running Triton."""
-    settings = {"GATEWAY_TRITON_GRPC_URL": triton.grpc_url, "GATEWAY_ENDPOINTS_FILE": str(tmp_path / "endpoints.json"),
-                "GATEWAY_ENDPOINTS_POLL_INTERVAL": "0.2", **(env or {})}
-    return start_http_stack(tmp_path, model_dir, workers=workers, env=settings,
-                            app="services.gateway.app:create_app()", env_prefix="GATEWAY_")
+    settings = {
+        "GATEWAY_TRITON_GRPC_URL": triton.grpc_url,
+        "GATEWAY_ENDPOINTS_FILE": str(tmp_path / "endpoints.json"),
+        "GATEWAY_ENDPOINTS_POLL_INTERVAL": "0.2",
+        **(env or {}),
+    }
+    return start_http_stack(
+        tmp_path,
+        model_dir,
+        workers=workers,
+        env=settings,
+        app="services.gateway.app:create_app()",
+        env_prefix="GATEWAY_",
+    )
 
 
 def processes_mentioning(text: str) -> list[str]:

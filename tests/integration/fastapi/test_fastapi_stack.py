@@ -122,7 +122,9 @@ def test_health_and_metrics_merge_all_workers(fastapi_server):
             client.post("/serve/minilm", json={"text": "count me"}, headers={"connection": "close"})
         text = client.get("/metrics").text
     assert 'serving_model_info{model="tiny-bert",task="embedding",version="1"} 1.0' in text
-    counts = [line for line in text.splitlines() if line.startswith('serving_requests_total{code="200",route="/serve"}')]
+    counts = [
+        line for line in text.splitlines() if line.startswith('serving_requests_total{code="200",route="/serve"}')
+    ]
     assert counts and float(counts[0].split()[-1]) >= 20
     for stage in ("parse", "preprocess", "inference", "postprocess"):
         assert f'serving_stage_duration_seconds_bucket{{le="0.0001",stage="{stage}"}}' in text
@@ -152,6 +154,7 @@ def test_overload_is_shed_with_429_and_retry_after(tmp_path, tiny_model):
     server = start_http_stack(tmp_path, tiny_model, env={"SERVING_MAX_INFLIGHT": "1", "SERVING_INTRA_OP_THREADS": "1"})
     texts = [" ".join(["hello world"] * 30)] * 64
     try:
+
         def post(_):
             with server.client() as client:
                 return client.post("/serve/minilm", json={"texts": texts})

@@ -14,8 +14,8 @@ import pytest
 
 from services.common.contract import TensorSpec
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
-from services.triton.repository import RenderOptions
 from services.modelbuild.export import VALIDATION_TEXTS
+from services.triton.repository import RenderOptions
 from tests.support.models import reference_outputs as reference
 from tests.support.servers import assert_tritonclient_http_works, start_gateway, start_triton, worker_pids
 
@@ -24,8 +24,9 @@ TEXTS = VALIDATION_TEXTS[:3]  # PyTorch's outputs for them were recorded at expo
 
 @pytest.fixture(scope="module")
 def triton(tmp_path_factory, tiny_model):
-    server = start_triton(tmp_path_factory.mktemp("gw-triton"), tiny_model, RenderOptions(batching=True),
-                          models=("encoder",))
+    server = start_triton(
+        tmp_path_factory.mktemp("gw-triton"), tiny_model, RenderOptions(batching=True), models=("encoder",)
+    )
     yield server
     server.stop()
 
@@ -64,10 +65,16 @@ def test_openai_and_tritonclient_work_against_the_gateway(gateway, tiny_model):
         ("/serve/minilm", b'{"text": 1}', 422),
         ("/serve/minilm", b'{"texts": ["a", "b"]' + b', "x": "' + b"a" * (1 << 20) + b'"}', 413),
         ("/serve/other", b'{"text": "a"}', 404),
-        ("/v2/models/minilm/infer", b'{"inputs": [{"name": "X", "shape": [1], "datatype": "BYTES", "data": ["a"]}]}',
-         422),
-        ("/v2/models/minilm/infer", b'{"inputs": [{"name": "TEXT", "shape": [2], "datatype": "BYTES", "data": ["a"]}]}',
-         422),
+        (
+            "/v2/models/minilm/infer",
+            b'{"inputs": [{"name": "X", "shape": [1], "datatype": "BYTES", "data": ["a"]}]}',
+            422,
+        ),
+        (
+            "/v2/models/minilm/infer",
+            b'{"inputs": [{"name": "TEXT", "shape": [2], "datatype": "BYTES", "data": ["a"]}]}',
+            422,
+        ),
     ],
 )
 def test_bad_input_is_refused_as_on_every_stack(gateway, path, content, status):
@@ -86,7 +93,7 @@ def test_gateway_reports_per_stage_latency(gateway):
         assert f'serving_stage_duration_seconds_count{{stage="{stage}"}}' in text
 
 
-CLEARML_PREPROCESS = '''
+CLEARML_PREPROCESS = """
 from tokenizers import Tokenizer
 
 
@@ -103,9 +110,9 @@ class Preprocess(object):
 
     def postprocess(self, data, state, collect_custom_statistics_fn=None):
         return {{"data": data.tolist(), "tokens": state["tokens"], "endpoint": self.model_endpoint.model}}
-'''
+"""
 
-ASYNC_CUSTOM_PREPROCESS = '''
+ASYNC_CUSTOM_PREPROCESS = """
 import asyncio
 
 
@@ -122,7 +129,7 @@ class Preprocess:
 
     def postprocess(self, data, state, collect_custom_statistics_fn=None):
         return {"y": data}
-'''
+"""
 
 
 def write_endpoints(path, endpoints: dict[str, EndpointConfig]) -> None:
@@ -135,8 +142,9 @@ def test_clearml_preprocess_scripts_run_unmodified_and_reload_without_restart(ga
     script.write_text(CLEARML_PREPROCESS.format(tokenizer=tiny_model / "tokenizer.json"))
     custom = tmp_path / "custom.py"
     custom.write_text(ASYNC_CUSTOM_PREPROCESS)
-    inputs = [TensorSpec(name=n, dtype="INT64", shape=[-1, -1]) for n in ("input_ids", "attention_mask",
-                                                                         "token_type_ids")]
+    inputs = [
+        TensorSpec(name=n, dtype="INT64", shape=[-1, -1]) for n in ("input_ids", "attention_mask", "token_type_ids")
+    ]
     stop = threading.Event()
     codes: list[int] = []
 
@@ -148,11 +156,21 @@ def test_clearml_preprocess_scripts_run_unmodified_and_reload_without_restart(ga
     thread = threading.Thread(target=steady_traffic)
     thread.start()
     try:
-        write_endpoints(endpoints_file, {
-            "sst": EndpointConfig(engine="triton", model="encoder", preprocess=str(script), inputs=inputs,
-                                  outputs=[TensorSpec(name="embedding", dtype="FP32", shape=[-1, 32])]),
-            "double": EndpointConfig(engine="custom", preprocess=str(custom), model_file="weights.bin", version="3"),
-        })
+        write_endpoints(
+            endpoints_file,
+            {
+                "sst": EndpointConfig(
+                    engine="triton",
+                    model="encoder",
+                    preprocess=str(script),
+                    inputs=inputs,
+                    outputs=[TensorSpec(name="embedding", dtype="FP32", shape=[-1, 32])],
+                ),
+                "double": EndpointConfig(
+                    engine="custom", preprocess=str(custom), model_file="weights.bin", version="3"
+                ),
+            },
+        )
         deadline = time.monotonic() + 15
         with gateway.client() as client:
             while time.monotonic() < deadline:
@@ -261,8 +279,11 @@ def restart_triton_on(tmp_path, model_dir, old):
     from services.triton.server import TritonPorts
     from tests.support.servers import TritonServer
 
-    ports = TritonPorts(int(old.http_url.rsplit(":", 1)[1]), int(old.grpc_url.rsplit(":", 1)[1]),
-                        int(old.metrics_url.split(":")[2].split("/")[0]))
+    ports = TritonPorts(
+        int(old.http_url.rsplit(":", 1)[1]),
+        int(old.grpc_url.rsplit(":", 1)[1]),
+        int(old.metrics_url.split(":")[2].split("/")[0]),
+    )
     tmp_path.mkdir(parents=True, exist_ok=True)
     options = StackOptions(stack="clearml", model_dir=model_dir, run_dir=tmp_path, triton_ports=ports)
     spec = triton_service(options, models=["encoder"])
@@ -310,6 +331,7 @@ def test_sigterm_drains_the_gateway(tmp_path, tiny_model):
     server = start_gateway(tmp_path / "gw", tiny_model, triton, workers=1)
     pid = server.pid
     try:
+
         def post(_):
             with httpx.Client(base_url=server.url, timeout=30) as client:
                 return client.post("/serve/minilm", json={"text": "drain me"}).status_code

@@ -68,8 +68,13 @@ def test_two_generator_processes_share_one_schedule(delay_server):
 
 
 def test_closed_loop_agrees_with_apache_bench(delay_server):
-    spec = engine.AttackSpec(targets=[Target("POST", delay_server + "/x", b"{}", {"content-type": "application/json"})],
-                             rate=None, concurrency=8, duration=None, requests=800)
+    spec = engine.AttackSpec(
+        targets=[Target("POST", delay_server + "/x", b"{}", {"content-type": "application/json"})],
+        rate=None,
+        concurrency=8,
+        duration=None,
+        requests=800,
+    )
     ours, stats = run(spec)
     ours_rate = len(ours) / stats.wall_seconds
     ab_results = []

@@ -15,7 +15,11 @@ from services.modelbuild.checkpoint import inspect_checkpoint
 def test_inspect_reads_task_pooling_and_lengths_from_configs(tiny_model, tiny_classifier):
     embedding = inspect_checkpoint(tiny_model.parent / "checkpoint")
     assert (embedding.task, embedding.pooling, embedding.normalize, embedding.max_seq_length) == (
-        "embedding", "mean", True, 64)
+        "embedding",
+        "mean",
+        True,
+        64,
+    )
     classifier = inspect_checkpoint(tiny_classifier.parent / "checkpoint")
     assert classifier.task == "classification"
     assert classifier.labels == ["negative", "positive"]

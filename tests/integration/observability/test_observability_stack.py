@@ -8,14 +8,13 @@ import subprocess
 import time
 
 import httpx
-import pytest
 
 from loadtest import engine
 from loadtest.metrics import GeneratorMetrics
 from loadtest.targets import build_targets
 from observability.dashboards import OUT, queries, render
-from services.prometheus import CONFIG_DIR, prometheus_process
 from services.launcher import Launcher, free_port
+from services.prometheus import CONFIG_DIR, prometheus_process
 from services.triton.repository import RenderOptions
 from tests.support.servers import start_http_stack, start_triton
 
@@ -47,8 +46,9 @@ def test_every_dashboard_query_returns_data_from_real_scrapes(tmp_path, tiny_mod
     config = config.replace("127.0.0.1:8080", api.url.removeprefix("http://"))
     config = config.replace("127.0.0.1:8002", triton.metrics_url.removeprefix("http://").removesuffix("/metrics"))
     config = config.replace("127.0.0.1:9110", f"127.0.0.1:{generator_port}")
-    config = config.replace("scrape_interval: 5s", "scrape_interval: 1s").replace("evaluation_interval: 5s",
-                                                                                  "evaluation_interval: 1s")
+    config = config.replace("scrape_interval: 5s", "scrape_interval: 1s").replace(
+        "evaluation_interval: 5s", "evaluation_interval: 1s"
+    )
     config_file = tmp_path / "prometheus.yml"
     config_file.write_text(config)
     shutil.copy(CONFIG_DIR / "rules.yml", tmp_path / "rules.yml")
@@ -62,13 +62,21 @@ def test_every_dashboard_query_returns_data_from_real_scrapes(tmp_path, tiny_mod
         kserve = build_targets(triton.http_url, "kserve", ["hello world", "the quick brown fox"])
         labels = {"stack": "fastapi", "workers": "1", "batching": "on", "rate": "40"}
         engine.attack(engine.AttackSpec(targets=targets, rate=40, duration=6), metrics.observer(labels))
-        engine.attack(engine.AttackSpec(targets=kserve, rate=None, concurrency=8, duration=3),
-                      metrics.observer({**labels, "stack": "triton", "rate": "0"}))
+        engine.attack(
+            engine.AttackSpec(targets=kserve, rate=None, concurrency=8, duration=3),
+            metrics.observer({**labels, "stack": "triton", "rate": "0"}),
+        )
         time.sleep(3)
         up = query(url, "up")
         assert {r["metric"]["job"] for r in up if r["value"][1] == "1"} == {"serving", "triton", "loadtest"}
-        variables = {"$__rate_interval": "30s", "$stack": ".*", "$workers": ".*", "$batching": ".*",
-                     "$model": ".*", "$job": ".*"}
+        variables = {
+            "$__rate_interval": "30s",
+            "$stack": ".*",
+            "$workers": ".*",
+            "$batching": ".*",
+            "$model": ".*",
+            "$job": ".*",
+        }
         for name in render():
             for expr in queries((OUT / name).read_text()):
                 concrete = expr

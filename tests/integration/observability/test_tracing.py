@@ -64,8 +64,11 @@ def test_request_span_is_exported_and_joins_the_incoming_trace(tmp_path, tiny_mo
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
     try:
         with stack.client() as client:
-            response = client.post("/serve/minilm", json={"text": "trace me"},
-                                   headers={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"})
+            response = client.post(
+                "/serve/minilm",
+                json={"text": "trace me"},
+                headers={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"},
+            )
         assert response.status_code == 200
         wait_for(lambda: any(t == trace_id for _, t, _ in Receiver.spans))
     finally:
@@ -76,16 +79,24 @@ def test_request_span_is_exported_and_joins_the_incoming_trace(tmp_path, tiny_mo
 def test_one_trace_runs_from_the_caller_through_the_gateway_into_triton(tmp_path, tiny_model, receiver):
     from services.stacks import triton_tracing_args
 
-    triton = start_triton(tmp_path / "triton", tiny_model, RenderOptions(), models=("encoder",),
-                          extra_args=triton_tracing_args(receiver))
-    gateway = start_gateway(tmp_path / "gw", tiny_model, triton, workers=1,
-                            env={"GATEWAY_OBSERVABILITY__TRACING": "true",
-                                 "GATEWAY_OBSERVABILITY__OTLP_ENDPOINT": receiver})
+    triton = start_triton(
+        tmp_path / "triton", tiny_model, RenderOptions(), models=("encoder",), extra_args=triton_tracing_args(receiver)
+    )
+    gateway = start_gateway(
+        tmp_path / "gw",
+        tiny_model,
+        triton,
+        workers=1,
+        env={"GATEWAY_OBSERVABILITY__TRACING": "true", "GATEWAY_OBSERVABILITY__OTLP_ENDPOINT": receiver},
+    )
     trace_id = "0af7651916cd43dd8448eb211c80319c"
     try:
         with gateway.client() as client:
-            response = client.post("/serve/minilm", json={"text": "trace me through"},
-                                   headers={"traceparent": f"00-{trace_id}-b7ad6b7169203331-01"})
+            response = client.post(
+                "/serve/minilm",
+                json={"text": "trace me through"},
+                headers={"traceparent": f"00-{trace_id}-b7ad6b7169203331-01"},
+            )
         assert response.status_code == 200
         wait_for(lambda: {s for s, t, _ in Receiver.spans if t == trace_id} >= {"gateway", "triton"})
     finally:

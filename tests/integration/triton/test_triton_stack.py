@@ -26,8 +26,9 @@ def infer_json(url: str, texts: list[str], model: str = "ensemble") -> httpx.Res
 
 @pytest.fixture(scope="module")
 def triton_on(tmp_path_factory, tiny_model):
-    server = start_triton(tmp_path_factory.mktemp("triton-on"), tiny_model,
-                          RenderOptions(batching=True, max_queue_delay_us=20000))
+    server = start_triton(
+        tmp_path_factory.mktemp("triton-on"), tiny_model, RenderOptions(batching=True, max_queue_delay_us=20000)
+    )
     yield server
     server.stop()
 
@@ -66,10 +67,26 @@ def test_dynamic_batching_forms_batches_under_concurrency(triton_on):
     "model, body, says",
     [
         ("ensemble", {"inputs": [{"name": "WRONG", "shape": [1, 1], "datatype": "BYTES", "data": ["a"]}]}, "WRONG"),
-        ("encoder", {"inputs": [{"name": n, "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}
-                                for n in ("input_ids", "attention_mask", "token_type_ids")]}, "FP32"),
-        ("encoder", {"inputs": [{"name": n, "shape": [3], "datatype": "INT64", "data": [1, 2, 3]}
-                                for n in ("input_ids", "attention_mask", "token_type_ids")]}, "shape"),
+        (
+            "encoder",
+            {
+                "inputs": [
+                    {"name": n, "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}
+                    for n in ("input_ids", "attention_mask", "token_type_ids")
+                ]
+            },
+            "FP32",
+        ),
+        (
+            "encoder",
+            {
+                "inputs": [
+                    {"name": n, "shape": [3], "datatype": "INT64", "data": [1, 2, 3]}
+                    for n in ("input_ids", "attention_mask", "token_type_ids")
+                ]
+            },
+            "shape",
+        ),
     ],
 )
 def test_wrong_inputs_get_a_400_class_error_and_the_server_keeps_serving(triton_on, model, body, says):
@@ -96,8 +113,11 @@ def test_batching_off_runs_every_request_alone(tmp_path, tiny_model):
         with ThreadPoolExecutor(16) as pool:
             codes = list(pool.map(lambda i: infer_json(server.http_url, [TEXTS[i % 4]]).status_code, range(48)))
         assert codes == [200] * 48
-        assert triton_metric(server, "nv_inference_exec_count", "encoder") == \
-            triton_metric(server, "nv_inference_count", "encoder") == 48
+        assert (
+            triton_metric(server, "nv_inference_exec_count", "encoder")
+            == triton_metric(server, "nv_inference_count", "encoder")
+            == 48
+        )
     finally:
         server.stop()
     assert processes_mentioning(str(tmp_path)) == [], "tritonserver or a Python stub outlived the stop"

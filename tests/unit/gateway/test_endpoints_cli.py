@@ -7,8 +7,24 @@ from services.gateway.endpoints import EndpointsFile
 def test_endpoints_add_list_remove(tmp_path):
     runner = CliRunner()
     path = tmp_path / "endpoints.json"
-    added = runner.invoke(app, ["endpoints", "add", "sst2", "--model", "encoder", "--version", "2",
-                                "--input", "input_ids:int64:-1,-1", "--output", "logits:FP32:-1,2", "--file", str(path)])
+    added = runner.invoke(
+        app,
+        [
+            "endpoints",
+            "add",
+            "sst2",
+            "--model",
+            "encoder",
+            "--version",
+            "2",
+            "--input",
+            "input_ids:int64:-1,-1",
+            "--output",
+            "logits:FP32:-1,2",
+            "--file",
+            str(path),
+        ],
+    )
     assert added.exit_code == 0, added.output
     config = EndpointsFile.read(path).endpoints["sst2"]
     assert (config.engine, config.model, config.version) == ("triton", "encoder", "2")
@@ -21,5 +37,7 @@ def test_endpoints_add_list_remove(tmp_path):
 
 
 def test_a_malformed_tensor_spec_says_what_is_expected(tmp_path):
-    result = CliRunner().invoke(app, ["endpoints", "add", "x", "--input", "input_ids", "--file", str(tmp_path / "e.json")])
+    result = CliRunner().invoke(
+        app, ["endpoints", "add", "x", "--input", "input_ids", "--file", str(tmp_path / "e.json")]
+    )
     assert result.exit_code != 0 and "NAME:DTYPE:SHAPE" in result.output

@@ -7,7 +7,7 @@ import pytest
 from services.common.errors import ConfigurationError
 from services.gateway.preprocess import UserPreprocess, load_preprocess_class
 
-SYNC_AND_ASYNC = '''
+SYNC_AND_ASYNC = """
 class Preprocess:
     def __init__(self):
         self.loaded = None
@@ -23,7 +23,7 @@ class Preprocess:
 
     async def postprocess(self, data, state, collect_custom_statistics_fn=None):
         return {"y": data, "seen": state["seen"], "endpoint": self.model_endpoint["name"]}
-'''
+"""
 
 
 def user_preprocess(tmp_path, source: str) -> UserPreprocess:
@@ -49,11 +49,14 @@ def test_each_instance_gets_its_own_send_request_base_url(tmp_path):
     assert callable(pre.instance.send_request)
 
 
-@pytest.mark.parametrize(("source", "says"), [
-    ("x = 1\n", "defines no class Preprocess"),
-    ("import not_a_module_anywhere\n", "failed to import"),
-    ("class Preprocess(:\n", "failed to import"),
-])
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("x = 1\n", "defines no class Preprocess"),
+        ("import not_a_module_anywhere\n", "failed to import"),
+        ("class Preprocess(:\n", "failed to import"),
+    ],
+)
 def test_broken_files_are_refused_when_loaded(tmp_path, source, says):
     path = tmp_path / "bad.py"
     path.write_text(source)

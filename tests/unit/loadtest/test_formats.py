@@ -27,7 +27,9 @@ def test_vegeta_targets_round_trip(tmp_path):
     path = tmp_path / "targets.json"
     write_vegeta_targets(targets, path)
     first = json.loads(path.read_text().splitlines()[0])
-    assert base64.b64decode(first["body"]) == targets[0].body and first["header"]["content-type"] == ["application/json"]
+    assert base64.b64decode(first["body"]) == targets[0].body and first["header"]["content-type"] == [
+        "application/json"
+    ]
     assert read_vegeta_targets(path) == targets
     (tmp_path / "bad.json").write_text('{"method": "GET"}\n')
     with pytest.raises(ValueError, match="bad.json:1"):
@@ -35,8 +37,18 @@ def test_vegeta_targets_round_trip(tmp_path):
 
 
 def test_results_round_trip_in_vegeta_json(tmp_path):
-    results = [Result(seq=i, timestamp=1_700_000_000.123456789 + i, latency=1_000_000 * (i + 1), code=200,
-                      bytes_in=10, bytes_out=5, url="http://h/x") for i in range(3)]
+    results = [
+        Result(
+            seq=i,
+            timestamp=1_700_000_000.123456789 + i,
+            latency=1_000_000 * (i + 1),
+            code=200,
+            bytes_in=10,
+            bytes_out=5,
+            url="http://h/x",
+        )
+        for i in range(3)
+    ]
     path = tmp_path / "results.jsonl"
     write_results(results, path)
     line = json.loads(path.read_text().splitlines()[0])
@@ -48,9 +60,18 @@ def test_results_round_trip_in_vegeta_json(tmp_path):
 
 
 def test_report_fields_on_known_latencies():
-    results = [Result(seq=i, timestamp=100.0 + i * 0.01, latency=(i + 1) * 1_000_000,
-                      code=200 if i % 10 else 503, bytes_in=100, bytes_out=10, error="" if i % 10 else "503 x")
-               for i in range(100)]
+    results = [
+        Result(
+            seq=i,
+            timestamp=100.0 + i * 0.01,
+            latency=(i + 1) * 1_000_000,
+            code=200 if i % 10 else 503,
+            bytes_in=100,
+            bytes_out=10,
+            error="" if i % 10 else "503 x",
+        )
+        for i in range(100)
+    ]
     summary = summarize(results)
     assert summary["requests"] == 100
     assert summary["latencies"]["min"] == 1_000_000 and summary["latencies"]["max"] == 100_000_000

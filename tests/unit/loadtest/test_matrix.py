@@ -9,12 +9,19 @@ from tests.support.models import ROOT
 
 
 def test_every_axis_expands_in_order():
-    config = MatrixConfig(configs=[{"stack": "fastapi", "workers": [1, 2]},
-                                   {"stack": "triton", "batching": ["off", "on"], "padding": ["ragged", "bucket"]}])
+    config = MatrixConfig(
+        configs=[
+            {"stack": "fastapi", "workers": [1, 2]},
+            {"stack": "triton", "batching": ["off", "on"], "padding": ["ragged", "bucket"]},
+        ]
+    )
     assert config.runs() == [
-        RunSpec("fastapi", 1, True), RunSpec("fastapi", 2, True),
-        RunSpec("triton", 1, False, "ragged"), RunSpec("triton", 1, False, "bucket"),
-        RunSpec("triton", 1, True, "ragged"), RunSpec("triton", 1, True, "bucket"),
+        RunSpec("fastapi", 1, True),
+        RunSpec("fastapi", 2, True),
+        RunSpec("triton", 1, False, "ragged"),
+        RunSpec("triton", 1, False, "bucket"),
+        RunSpec("triton", 1, True, "ragged"),
+        RunSpec("triton", 1, True, "bucket"),
     ]
     assert [r.name for r in config.runs()[2:4]] == ["triton-w1-off", "triton-w1-off-bucket"]
 

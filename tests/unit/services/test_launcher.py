@@ -10,7 +10,11 @@ from services.common.errors import ConfigurationError
 from services.launcher import Launcher, ProcessSpec, free_port, port_free, recorded, stop_recorded
 from tests.support.servers import processes_mentioning
 
-SLEEPER = "import time, subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)  # {tag}-child']); time.sleep(60)  # {tag}"
+SLEEPER = (
+    "import time, subprocess, sys; "
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)  # {tag}-child']); "
+    "time.sleep(60)  # {tag}"
+)
 
 
 def sleeper(tag: str) -> ProcessSpec:
@@ -30,8 +34,11 @@ def test_stop_recorded_stops_the_whole_group_from_its_pid_file(tmp_path):
 
 
 def test_a_process_that_exits_before_ready_is_reported_with_its_log(tmp_path):
-    spec = ProcessSpec(name="dies", argv=[sys.executable, "-c", "print('no model here'); raise SystemExit(3)"],
-                       ready_url=f"http://127.0.0.1:{free_port()}/ready")
+    spec = ProcessSpec(
+        name="dies",
+        argv=[sys.executable, "-c", "print('no model here'); raise SystemExit(3)"],
+        ready_url=f"http://127.0.0.1:{free_port()}/ready",
+    )
     with pytest.raises(ConfigurationError, match=r"exited with code 3(.|\n)*no model here"):
         Launcher(tmp_path).start_ready(spec, detach=True, timeout=20)
     assert not list(tmp_path.glob("*.pid"))

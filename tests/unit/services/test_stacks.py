@@ -13,8 +13,13 @@ from tests.support.models import UNIT_MAX_LENGTH, unit_model_dir
 
 @pytest.fixture
 def options(tmp_path):
-    return StackOptions(model_dir=unit_model_dir(tmp_path / "model"), run_dir=tmp_path / "run", port=9123,
-                        triton_ports=TritonPorts(9200, 9201, 9202), endpoints_file=tmp_path / "endpoints.json")
+    return StackOptions(
+        model_dir=unit_model_dir(tmp_path / "model"),
+        run_dir=tmp_path / "run",
+        port=9123,
+        triton_ports=TritonPorts(9200, 9201, 9202),
+        endpoints_file=tmp_path / "endpoints.json",
+    )
 
 
 def test_the_default_stack_is_the_gateway():

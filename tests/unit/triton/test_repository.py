@@ -35,8 +35,10 @@ def test_renderings_match_the_contract(request, target, batching, fixture):
         assert configs[name].HasField("dynamic_batching") == batching
         if batching:
             assert configs[name].dynamic_batching.default_queue_policy.max_queue_size > 0
-            assert configs[name].dynamic_batching.default_queue_policy.timeout_action == \
-                model_config_pb2.ModelQueuePolicy.REJECT
+            assert (
+                configs[name].dynamic_batching.default_queue_policy.timeout_action
+                == model_config_pb2.ModelQueuePolicy.REJECT
+            )
     if target == "local":
         assert encoder.backend == "python"
         assert all(i.allow_ragged_batch == batching for i in encoder.input)
@@ -85,7 +87,7 @@ def test_explain_log_turns_triton_load_failures_into_one_message():
 
     log = (
         'I1129 17:35:00.1 1 model_lifecycle.cc:472] "loading: encoder:1"\n'
-        'E1129 17:35:01.2 1 model_lifecycle.cc:654] "failed to load \'encoder\' version 1: Internal: '
+        "E1129 17:35:01.2 1 model_lifecycle.cc:654] \"failed to load 'encoder' version 1: Internal: "
         'onnxruntime could not load model.onnx"\n'
     )
     assert explain_log(log) == "model 'encoder' failed to load: Internal: onnxruntime could not load model.onnx"
