@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from services.common.contract import TensorSpec
+from services.common.contract import TOKENIZER_FILE, TensorSpec
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.modelbuild.export import VALIDATION_TEXTS
 from services.triton.repository import RenderOptions
@@ -139,7 +139,7 @@ def write_endpoints(path, endpoints: dict[str, EndpointConfig]) -> None:
 def test_clearml_preprocess_scripts_run_unmodified_and_reload_without_restart(gateway, tiny_model, tmp_path):
     endpoints_file = gateway.launcher.run_dir / "endpoints.json"
     script = tmp_path / "preprocess.py"
-    script.write_text(CLEARML_PREPROCESS.format(tokenizer=tiny_model / "tokenizer.json"))
+    script.write_text(CLEARML_PREPROCESS.format(tokenizer=tiny_model / TOKENIZER_FILE))
     custom = tmp_path / "custom.py"
     custom.write_text(ASYNC_CUSTOM_PREPROCESS)
     inputs = [

@@ -10,6 +10,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
 from services.modelbuild.export import VALIDATION_TEXTS
 from services.triton.repository import RenderOptions
 from tests.support.models import reference_outputs
@@ -158,9 +159,9 @@ def test_a_model_that_fails_to_load_gets_a_readable_reason(tmp_path, tiny_model)
 
     broken = tmp_path / "broken-model"
     broken.mkdir()
-    for name in ("manifest.json", "tokenizer.json"):
+    for name in (MANIFEST_FILE, TOKENIZER_FILE):
         (broken / name).write_bytes((tiny_model / name).read_bytes())
-    (broken / "model.onnx").write_bytes(b"this is not an onnx file")
+    (broken / MODEL_FILE).write_bytes(b"this is not an onnx file")
     with pytest.raises(ConfigurationError) as info:
         start_triton(tmp_path / "run", broken, RenderOptions(), models=("encoder",))
     message = str(info.value)
