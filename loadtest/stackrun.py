@@ -47,9 +47,9 @@ class RunningStack:
     def cpu_seconds(self) -> tuple[float, float]:
         """CPU seconds used so far by (every server process of the stack, the process group receiving requests):
         for STACK=clearml the second is the gateway alone, everything outside Triton."""
-        groups = [proc.pid for _, proc in self.launcher.procs]
-        per_group = [group_cpu_seconds(pgid) for pgid in groups]
-        return sum(per_group), per_group[-1]
+        per_group = {spec.name: group_cpu_seconds(proc.pid) for spec, proc in self.launcher.procs}
+        front = next((name for name in ("gateway", "fastapi") if name in per_group), "triton")
+        return sum(per_group.values()), per_group[front]
 
 
 @contextmanager

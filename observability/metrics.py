@@ -89,6 +89,35 @@ MODEL_INFO = Gauge(
 )
 
 
+# Per endpoint and version (clearml-serving's `<endpoint>_latency`/`_count`): labels are set only after the endpoint
+# and version were resolved, so unknown names never create series.
+ENDPOINT_REQUESTS = Counter(
+    "serving_endpoint_requests_total", "Requests by endpoint, version and status code", ["endpoint", "version", "code"]
+)
+ENDPOINT_LATENCY = Histogram(
+    "serving_endpoint_latency_seconds",
+    "Time from the endpoint's version being chosen to its response, by endpoint and version",
+    ["endpoint", "version"],
+    buckets=LATENCY_BUCKETS,
+)
+
+
+@contextmanager
+def endpoint_request(endpoint: str, version: str) -> Iterator[None]:
+    """Count and time one request answered by `version` of `endpoint`, with the status it ends with."""
+    start = time.perf_counter()
+    code = "500"
+    try:
+        yield
+        code = "200"
+    except Exception as exc:
+        code = str(getattr(exc, "status_code", 500))
+        raise
+    finally:
+        ENDPOINT_REQUESTS.labels(endpoint, version, code).inc()
+        ENDPOINT_LATENCY.labels(endpoint, version).observe(time.perf_counter() - start)
+
+
 _STAGE_CHILDREN: dict = {}
 
 
@@ -113,6 +142,20 @@ def metrics_payload() -> tuple[bytes, str]:
         multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def endpoint_request_counts() -> dict[tuple[str, str], float]:
+    """Requests answered so far by (endpoint, version), summed over status codes and workers."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counts: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(metrics_payload()[0].decode()):
+        if family.name == "serving_endpoint_requests":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    key = (sample.labels["endpoint"], sample.labels["version"])
+                    counts[key] = counts.get(key, 0.0) + sample.value
+    return counts
 
 
 def mark_worker_dead(pid: int) -> None:

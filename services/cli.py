@@ -10,11 +10,13 @@ from rich.console import Console
 
 from services.common.errors import ServingError
 from services.gateway.cli import endpoints_app
+from services.lifecycle.cli import register_commands
 
 app = typer.Typer(help="Serve a Hugging Face transformer three ways and take it down again.", no_args_is_help=True)
 model_app = typer.Typer(help="Export models to ONNX + tokenizer + manifest.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
 app.add_typer(endpoints_app, name="endpoints")
+register_commands(model_app, app)
 console = Console(stderr=True)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import shutil
 import sys
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from services.triton.repository import RenderOptions, render
 from services.triton.server import TritonPorts, triton_process
 
 STACKS = ("fastapi", "triton", "clearml")
+ADMIN_TOKEN_FILE = "admin-token"
 
 
 @dataclass(frozen=True)
@@ -85,18 +88,49 @@ def stack_processes(options: StackOptions) -> list[ProcessSpec]:
         ]
     if options.stack == "triton":
         return [triton_service(options, models=["tokenizer", "encoder", "ensemble"])]
-    # clearml: Triton serves the encoder alone; the gateway's workers tokenize and call it over gRPC.
+    # clearml: Triton serves the encoder alone; the gateway's workers tokenize and call it over gRPC; the lifecycle
+    # controller deploys registry versions into the same Triton.
     triton = triton_service(options, models=["encoder"])
+    lifecycle = (options.run_dir / "lifecycle").resolve()
     env = {
         "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{options.triton_ports.grpc}",
         "GATEWAY_ENDPOINTS_FILE": str(options.endpoints_file.resolve()),
+        "GATEWAY_DEPLOYMENTS_FILE": str(lifecycle / "deployments.json"),
+        "GATEWAY_ADMIN_TOKEN_FILE": str(ensure_admin_token(options.run_dir).resolve()),
     }
     if options.padding == "bucket":
         env["GATEWAY_BUCKETS"] = json.dumps(default_buckets(Manifest.load(options.model_dir).max_seq_length))
     gateway = http_service(
         options, name="gateway", app="services.gateway.app:create_app()", env_prefix="GATEWAY_", extra_env=env
     )
-    return [triton, gateway]
+    return [triton, gateway, controller_process(options, lifecycle)]
+
+
+def controller_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
+    """The lifecycle controller: registry versions into Triton, drains, rollouts (`services.lifecycle.controller`)."""
+    env = {
+        "SERVING_RUN_DIR": str(options.run_dir.resolve()),
+        "CONTROLLER_DEPLOYMENTS_FILE": str(lifecycle / "deployments.json"),
+        "CONTROLLER_MODELS_DIR": str(lifecycle / "models"),
+        "CONTROLLER_TRITON_REPOSITORY": str((options.run_dir / "triton-repository").resolve()),
+        "CONTROLLER_TRITON_HTTP_URL": f"http://127.0.0.1:{options.triton_ports.http}",
+        "CONTROLLER_GATEWAY_URL": f"http://127.0.0.1:{options.port}",
+    }
+    return ProcessSpec(
+        name="controller", argv=[sys.executable, "-m", "services.lifecycle.controller"], env=env, stop_timeout=10
+    )
+
+
+def ensure_admin_token(run_dir: Path) -> Path:
+    """The admin API's bearer token: generated at the first start into the run directory, readable by its owner
+    only; `GATEWAY_ADMIN_TOKEN` in the environment overrides it."""
+    path = run_dir / ADMIN_TOKEN_FILE
+    if not path.is_file():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+    return path
 
 
 def triton_service(

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from observability import metrics
 from observability.logging import setup_logging
@@ -18,8 +18,8 @@ from services.api.errors import install_error_handlers
 from services.api.fastpath import ServeFastPath
 from services.api.middleware import ObservabilityMiddleware
 from services.api.routes import router
-from services.common.backend import EndpointResolver, InferenceBackend, NoConfiguredEndpoints
-from services.common.contract import TOKENIZER_FILE, Manifest
+from services.common.backend import EndpointResolver, InferenceBackend, NoConfiguredEndpoints, ServedModel
+from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest
 from services.common.settings import ApiSettings
 from services.common.tokenization import TextTokenizer
 
@@ -28,18 +28,34 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class StackParts:
-    """What a stack plugs into the shared API, built once the manifest is known."""
+    """What a stack plugs into the shared API, built once the built-in model's manifest is known (None when the
+    stack has no built-in model: the gateway may serve registry-deployed endpoints only)."""
 
     backend: InferenceBackend
+    """The built-in model's backend; also what readiness asks."""
     endpoints: EndpointResolver = field(default_factory=NoConfiguredEndpoints)
     buckets: list[int] | None = None
     """Token-length buckets to pad to (a server that batches only equal shapes); None pads to the longest text."""
 
 
-PartsFactory = Callable[[Manifest], StackParts]
+PartsFactory = Callable[[Manifest | None], StackParts]
 
 
-def create_app(settings: ApiSettings, parts: PartsFactory, *, service_name: str):
+def builtin_manifest(settings: ApiSettings, required: bool) -> Manifest | None:
+    if required or (settings.model_dir / MANIFEST_FILE).is_file():
+        return Manifest.load(settings.model_dir)
+    log.info("no built-in model at %s: serving configured and deployed endpoints only", settings.model_dir)
+    return None
+
+
+def create_app(
+    settings: ApiSettings,
+    parts: PartsFactory,
+    *,
+    service_name: str,
+    builtin_required: bool = True,
+    routers: tuple[APIRouter, ...] = (),
+):
     """The ASGI app a server runs: observability outermost, then the /serve fast path, then FastAPI."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
@@ -47,18 +63,25 @@ def create_app(settings: ApiSettings, parts: PartsFactory, *, service_name: str)
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         setup_tracing(service_name, enabled=obs.tracing, endpoint=obs.otlp_endpoint, sampling_ratio=obs.sampling_ratio)
-        manifest = Manifest.load(settings.model_dir)
+        manifest = builtin_manifest(settings, builtin_required)
         stack = parts(manifest)
-        tokenizer = TextTokenizer(settings.model_dir / TOKENIZER_FILE, manifest.max_seq_length, stack.buckets)
+        builtin = None
+        if manifest is not None:
+            tokenizer = TextTokenizer(settings.model_dir / TOKENIZER_FILE, manifest.max_seq_length, stack.buckets)
+            builtin = ServedModel(settings.endpoint, manifest.version, manifest, tokenizer, stack.backend)
+            metrics.MODEL_INFO.labels(manifest.name, manifest.version, manifest.task).set(1)
+            log.info(
+                "serving %s v%s (%s) on endpoint '%s'",
+                manifest.name,
+                manifest.version,
+                manifest.task,
+                settings.endpoint,
+            )
         await stack.backend.start()
         await stack.endpoints.start()
-        dataplane = DataPlane(settings, manifest, tokenizer, stack.backend, stack.endpoints)
+        dataplane = DataPlane(settings, builtin, stack.backend, stack.endpoints)
         app.state.dataplane = dataplane
-        metrics.MODEL_INFO.labels(manifest.name, manifest.version, manifest.task).set(1)
         await dataplane.warm_up()
-        log.info(
-            "serving %s v%s (%s) on endpoint '%s'", manifest.name, manifest.version, manifest.task, settings.endpoint
-        )
         try:
             yield
         finally:
@@ -70,5 +93,7 @@ def create_app(settings: ApiSettings, parts: PartsFactory, *, service_name: str)
     app = FastAPI(title=f"{service_name} serving API", lifespan=lifespan)
     app.include_router(router)
     app.include_router(v2.router)
+    for extra in routers:
+        app.include_router(extra)
     install_error_handlers(app)
     return ObservabilityMiddleware(ServeFastPath(app), service_name=service_name)

@@ -1,8 +1,8 @@
 """Protocol-agnostic core of the serving API: endpoint lookup, admission, tokenization and inference.
 
-Built from what a stack declares (`services.common.backend`): an inference backend and an endpoint resolver.
-The protocol edges (`routes`, `v2`) parse requests, call this, and shape the responses themselves; per-stage
-latency is recorded here so every stack reports the same stages.
+Built from what a stack declares (`services.common.backend`): an optional built-in model, an inference backend and
+an endpoint resolver. The protocol edges (`routes`, `v2`) parse requests, call this, and shape the responses
+themselves; per-stage latency is recorded here so every stack reports the same stages.
 """
 
 from __future__ import annotations
@@ -17,11 +17,17 @@ import numpy as np
 
 from observability import metrics
 from observability.metrics import stage
-from services.common.backend import Endpoint, EndpointResolver, InferenceBackend, NoConfiguredEndpoints
-from services.common.contract import Manifest
+from services.common.backend import (
+    EndpointResolver,
+    InferenceBackend,
+    ModelEndpoint,
+    NoConfiguredEndpoints,
+    PipelineEndpoint,
+    ServedModel,
+    SingleModelEndpoint,
+)
 from services.common.errors import NotFound, Overloaded, PayloadTooLarge
 from services.common.settings import ApiSettings
-from services.common.tokenization import TextTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -41,32 +47,51 @@ class DataPlane:
     def __init__(
         self,
         settings: ApiSettings,
-        manifest: Manifest,
-        tokenizer: TextTokenizer,
+        builtin: ServedModel | None,
         backend: InferenceBackend,
         endpoints: EndpointResolver | None = None,
     ):
         self.settings = settings
-        self.manifest = manifest
-        self.tokenizer = tokenizer
+        self.builtin = SingleModelEndpoint(builtin) if builtin else None
         self.backend = backend
         self.endpoints = endpoints or NoConfiguredEndpoints()
         self.inflight = 0
         self.ready = False
 
-    def configured_endpoint(self, name: str) -> Endpoint | None:
-        """The configured endpoint of that name (gateway), or None for the built-in endpoint's checks."""
-        return self.endpoints.resolve(name)
+    def endpoint_names(self) -> list[str]:
+        return ([self.builtin.name] if self.builtin else []) + self.endpoints.names()
 
-    def check_endpoint(self, endpoint: str, version: str | None = None) -> None:
-        if endpoint != self.settings.endpoint:
-            raise NotFound(f"no endpoint '{endpoint}'; this server serves '{self.settings.endpoint}'")
-        if version is not None and version != self.manifest.version:
-            raise NotFound(f"endpoint '{endpoint}' has no version '{version}'; available: '{self.manifest.version}'")
+    def _not_found(self, what: str) -> NotFound:
+        names = self.endpoint_names()
+        serves = ", ".join(f"'{n}'" for n in names) if names else "no endpoint yet"
+        return NotFound(f"{what}; this server serves {serves}")
 
-    def check_model_name(self, name: str | None) -> None:
-        if name not in (None, "", self.manifest.name, self.settings.endpoint):
-            raise NotFound(f"no model '{name}'; this server serves '{self.manifest.name}'")
+    def resolve(self, endpoint: str) -> ModelEndpoint | PipelineEndpoint:
+        """The endpoint of that name (the built-in one first), or NotFound listing what is served."""
+        if self.builtin and endpoint == self.builtin.name:
+            return self.builtin
+        found = self.endpoints.resolve(endpoint)
+        if found is None:
+            raise self._not_found(f"no endpoint '{endpoint}'")
+        return found
+
+    def model_for(self, endpoint: str, version: str | None = None, routing_key: str | None = None) -> ServedModel:
+        """The model version that answers `endpoint` (and `version`, if given) now."""
+        found = self.resolve(endpoint)
+        if not hasattr(found, "choose"):
+            raise NotFound(f"endpoint '{endpoint}' runs preprocess code; call it at /serve/{endpoint}")
+        return found.choose(version, routing_key)
+
+    def model_named(self, name: str | None) -> ServedModel:
+        """For APIs that name a model (OpenAI `model`): an endpoint name, the built-in model's name, or nothing."""
+        if self.builtin and name in (None, "", self.builtin.model.manifest.name):
+            return self.builtin.model
+        if name in (None, ""):
+            raise self._not_found("no default model")
+        try:
+            return self.model_for(name)
+        except NotFound:
+            raise self._not_found(f"no model '{name}'") from None
 
     @contextmanager
     def admit(self) -> Iterator[None]:
@@ -84,13 +109,14 @@ class DataPlane:
             metrics.INFLIGHT.dec()
 
     async def warm_up(self) -> bool:
-        """Run a few predictions so the first user request is not slow; readiness waits for this."""
-        try:
-            for _ in range(3):
-                await self.predict(WARMUP_TEXTS)
-        except Exception as exc:  # noqa: BLE001 - stay not ready; /health/ready retries
-            log.warning("warm-up failed, not ready yet: %s", exc)
-            return False
+        """Run a few predictions on the built-in model so the first user request is not slow; readiness waits."""
+        if self.builtin:
+            try:
+                for _ in range(3):
+                    await self.predict(self.builtin.model, WARMUP_TEXTS)
+            except Exception as exc:  # noqa: BLE001 - stay not ready; /health/ready retries
+                log.warning("warm-up failed, not ready yet: %s", exc)
+                return False
         self.ready = True
         return True
 
@@ -98,7 +124,7 @@ class DataPlane:
         """Warmed up (retrying the warm-up if it failed, e.g. Triton came up late) and the backend answers."""
         return (self.ready or await self.warm_up()) and await self.backend.ready()
 
-    async def predict(self, texts: list[str], truncate: bool | None = None) -> Prediction:
+    async def predict(self, model: ServedModel, texts: list[str], truncate: bool | None = None) -> Prediction:
         if len(texts) > self.settings.max_texts:
             raise PayloadTooLarge(
                 f"{len(texts)} texts in one request; the limit is {self.settings.max_texts}: split the request"
@@ -106,11 +132,11 @@ class DataPlane:
         truncate = self.settings.truncate if truncate is None else truncate
         with stage("preprocess"):
             if len(texts) <= INLINE_TOKENIZE_TEXTS:
-                encoded = self.tokenizer.encode(texts, truncate=truncate)
+                encoded = model.tokenizer.encode(texts, truncate=truncate)
             else:
-                encoded = await asyncio.to_thread(self.tokenizer.encode, texts, truncate=truncate)
-        with stage(self.backend.stage):
-            outputs = await self.backend.infer(encoded)
+                encoded = await asyncio.to_thread(model.tokenizer.encode, texts, truncate=truncate)
+        with stage(model.backend.stage):
+            outputs = await model.backend.infer(encoded)
         metrics.TOKENS.inc(sum(encoded.token_counts))
         if any(encoded.truncated):
             metrics.TRUNCATED.inc(sum(encoded.truncated))

@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from services.api.body import read_body
 from services.api.errors import internal_error_response, logged_error_response
-from services.api.routes import serve_core
+from services.api.routes import CANARY_KEY_HEADER, serve_core
 from services.common.errors import ServingError
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,9 @@ class ServeFastPath:
             return await read_body(chunks(), headers, dataplane.settings.max_body_bytes)
 
         try:
-            response: Response = await serve_core(dataplane, parts[0], parts[1] if len(parts) == 2 else None, read)
+            response: Response = await serve_core(
+                dataplane, parts[0], parts[1] if len(parts) == 2 else None, read, headers.get(CANARY_KEY_HEADER)
+            )
         except ServingError as exc:
             response = logged_error_response("POST", scope["path"], exc)
         except Exception:

@@ -11,29 +11,32 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from observability import metrics
 from observability.metrics import metrics_payload, stage
 from services.api.body import parse_json, read_body, read_json, validate
 from services.api.dataplane import DataPlane, Prediction
+from services.common.backend import ServedModel
 from services.common.errors import InvalidInput
 from services.common.outputs import classify
 from services.common.schemas import EmbeddingsRequest, ServeRequest
 
 router = APIRouter()
+CANARY_KEY_HEADER = "x-canary-key"
 
 
 def _dataplane(request: Request) -> DataPlane:
     return request.app.state.dataplane
 
 
-def _json(dataplane: DataPlane, payload: dict) -> Response:
-    headers = {"x-model-name": dataplane.manifest.name, "x-model-version": dataplane.manifest.version}
+def _json(model: ServedModel, payload: dict) -> Response:
+    headers = {"x-model-name": model.manifest.name, "x-model-version": model.version}
     body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
     return Response(body, media_type="application/json", headers=headers)
 
 
-def _serve_payload(dataplane: DataPlane, prediction: Prediction, single: bool) -> dict:
-    manifest = dataplane.manifest
-    payload: dict = {"model": manifest.name, "version": manifest.version}
+def serve_payload(model: ServedModel, prediction: Prediction, single: bool) -> dict:
+    manifest = model.manifest
+    payload: dict = {"model": manifest.name, "version": model.version}
     if manifest.task == "classification":
         results = classify(manifest, prediction.outputs)
         if single:
@@ -54,32 +57,44 @@ def _serve_payload(dataplane: DataPlane, prediction: Prediction, single: bool) -
 
 
 async def serve_core(
-    dataplane: DataPlane, endpoint: str, version: str | None, read: Callable[[], Awaitable[bytes]]
+    dataplane: DataPlane,
+    endpoint: str,
+    version: str | None,
+    read: Callable[[], Awaitable[bytes]],
+    routing_key: str | None = None,
 ) -> Response:
-    """`/serve/{endpoint}[/{version}]`, shared by the FastAPI route and the raw-ASGI fast path (`fastpath`)."""
-    configured = dataplane.configured_endpoint(endpoint)
-    if configured is not None:
+    """`/serve/{endpoint}[/{version}]`, shared by the FastAPI route and the raw-ASGI fast path (`fastpath`).
+    `routing_key` (the `x-canary-key` header) keeps a caller on one version while a canary runs."""
+    target = dataplane.resolve(endpoint)
+    if not hasattr(target, "choose"):  # a pipeline endpoint: clearml-serving preprocess code serves it
         with dataplane.admit():
             with stage("parse"):
                 body = parse_json(await read())
-            result = await configured.serve(version, body)
-            headers = {"x-model-name": endpoint, "x-model-version": configured.version}
+            with metrics.endpoint_request(endpoint, target.version):
+                result = await target.serve(version, body)
+            headers = {"x-model-name": endpoint, "x-model-version": target.version}
             return Response(
                 orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json", headers=headers
             )
-    dataplane.check_endpoint(endpoint, version)
-    with dataplane.admit():
+    model = target.choose(version, routing_key)
+    with dataplane.admit(), metrics.endpoint_request(endpoint, model.version):
         with stage("parse"):
             body = validate(ServeRequest, parse_json(await read()))
-        prediction = await dataplane.predict(body.batch, body.truncate)
+        prediction = await dataplane.predict(model, body.batch, body.truncate)
         with stage("postprocess"):
-            return _json(dataplane, _serve_payload(dataplane, prediction, body.text is not None))
+            return _json(model, serve_payload(model, prediction, body.text is not None))
 
 
 async def _serve(request: Request, endpoint: str, version: str | None) -> Response:
     dataplane = _dataplane(request)
     limit = dataplane.settings.max_body_bytes
-    return await serve_core(dataplane, endpoint, version, lambda: read_body(request.stream(), request.headers, limit))
+    return await serve_core(
+        dataplane,
+        endpoint,
+        version,
+        lambda: read_body(request.stream(), request.headers, limit),
+        request.headers.get(CANARY_KEY_HEADER),
+    )
 
 
 @router.post("/serve/{endpoint}", summary="Run the endpoint's model on a text or a list of texts")
@@ -98,15 +113,16 @@ async def embeddings(request: Request) -> Response:
     with dataplane.admit():
         with stage("parse"):
             body = validate(EmbeddingsRequest, await read_json(request, dataplane.settings.max_body_bytes))
-        dataplane.check_model_name(body.model)
-        if dataplane.manifest.task != "embedding":
-            raise InvalidInput(f"model '{dataplane.manifest.name}' is a classifier; use /serve/{{endpoint}}")
-        if body.dimensions is not None and body.dimensions != dataplane.manifest.output_dim:
+        model = dataplane.model_named(body.model)
+        manifest = model.manifest
+        if manifest.task != "embedding":
+            raise InvalidInput(f"model '{manifest.name}' is a classifier; use /serve/{{endpoint}}")
+        if body.dimensions is not None and body.dimensions != manifest.output_dim:
             raise InvalidInput(
-                f"dimensions={body.dimensions} is not supported; this model returns {dataplane.manifest.output_dim}",
+                f"dimensions={body.dimensions} is not supported; this model returns {manifest.output_dim}",
                 param="dimensions",
             )
-        prediction = await dataplane.predict(body.batch)
+        prediction = await dataplane.predict(model, body.batch)
         with stage("postprocess"):
             vectors = prediction.outputs.astype(np.float32, copy=False)
             if body.encoding_format == "base64":
@@ -115,11 +131,11 @@ async def embeddings(request: Request) -> Response:
                 items = list(vectors)
             tokens = sum(prediction.token_counts)
             return _json(
-                dataplane,
+                model,
                 {
                     "object": "list",
                     "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(items)],
-                    "model": dataplane.manifest.name,
+                    "model": manifest.name,
                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
                 },
             )
@@ -134,11 +150,9 @@ async def live() -> dict:
 async def ready(request: Request) -> JSONResponse:
     dataplane = _dataplane(request)
     ok = await dataplane.is_ready()
-    body = {
-        "status": "ready" if ok else "not ready",
-        "model": dataplane.manifest.name,
-        "version": dataplane.manifest.version,
-    }
+    body = {"status": "ready" if ok else "not ready", "endpoints": dataplane.endpoint_names()}
+    if dataplane.builtin:
+        body |= {"model": dataplane.builtin.model.manifest.name, "version": dataplane.builtin.model.version}
     return JSONResponse(body, status_code=200 if ok else 503, headers=None if ok else {"Retry-After": "1"})
 
 

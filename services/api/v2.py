@@ -16,6 +16,7 @@ from tritonclient.utils import deserialize_bytes_tensor
 from observability.metrics import stage
 from services.api.body import read_body
 from services.api.dataplane import DataPlane
+from services.common.backend import ServedModel
 from services.common.errors import BadRequest, InvalidInput
 
 router = APIRouter(prefix="/v2")
@@ -26,13 +27,10 @@ def _dataplane(request: Request) -> DataPlane:
     return request.app.state.dataplane
 
 
-def _model(request: Request, model: str, version: str | None) -> DataPlane:
-    """The data plane, once `model` (and `version`, if given) name what this server serves; else 404."""
+def _model(request: Request, model: str, version: str | None) -> tuple[DataPlane, ServedModel]:
+    """The model version that `model` (an endpoint name) and `version` (if given) name; else 404."""
     dataplane = _dataplane(request)
-    dataplane.check_model_name(model)
-    if version is not None:
-        dataplane.check_endpoint(dataplane.settings.endpoint, version)
-    return dataplane
+    return dataplane, dataplane.model_for(model, version)
 
 
 def _json(payload: dict, status: int = 200) -> Response:
@@ -97,12 +95,11 @@ def wants_binary(request: dict, name: str) -> bool:
     return bool((request.get("parameters") or {}).get("binary_data_output", False))
 
 
-def _metadata(dataplane: DataPlane) -> dict:
-    manifest = dataplane.manifest
-    output = manifest.output
+def _metadata(dataplane: DataPlane, model: ServedModel) -> dict:
+    output = model.manifest.output
     return {
-        "name": dataplane.settings.endpoint,
-        "versions": [manifest.version],
+        "name": model.endpoint,
+        "versions": dataplane.resolve(model.endpoint).versions(),
         "platform": "transformer-serving",
         "inputs": [{"name": TEXT, "datatype": "BYTES", "shape": [-1, 1]}],
         "outputs": [{"name": output.name, "datatype": output.dtype, "shape": output.shape}],
@@ -135,31 +132,32 @@ async def ready(request: Request) -> Response:
 @router.get("/models/{model}")
 @router.get("/models/{model}/versions/{version}")
 async def model_metadata(request: Request, model: str, version: str | None = None) -> Response:
-    return _json(_metadata(_model(request, model, version)))
+    return _json(_metadata(*_model(request, model, version)))
 
 
 @router.get("/models/{model}/ready")
 @router.get("/models/{model}/versions/{version}/ready")
 async def model_ready(request: Request, model: str, version: str | None = None) -> Response:
-    ok = await _model(request, model, version).is_ready()
+    dataplane, _ = _model(request, model, version)
+    ok = await dataplane.is_ready()
     return _json({"name": model, "ready": ok}, 200 if ok else 503)
 
 
 @router.post("/models/{model}/infer")
 @router.post("/models/{model}/versions/{version}/infer")
 async def infer(request: Request, model: str, version: str | None = None) -> Response:
-    dataplane = _model(request, model, version)
+    dataplane, served = _model(request, model, version)
     with dataplane.admit():
         with stage("parse"):
             raw = await read_body(request.stream(), request.headers, dataplane.settings.max_body_bytes)
             body, blob = split_body(raw, request.headers.get("inference-header-content-length"))
             texts = texts_from_request(body, blob)
-        prediction = await dataplane.predict(texts)
+        prediction = await dataplane.predict(served, texts)
         with stage("postprocess"):
-            output = dataplane.manifest.output
+            output = served.manifest.output
             array = prediction.outputs.astype(output.numpy_dtype, copy=False)
             entry = {"name": output.name, "datatype": output.dtype, "shape": list(array.shape)}
-            payload = {"model_name": model, "model_version": dataplane.manifest.version, "outputs": [entry]}
+            payload = {"model_name": model, "model_version": served.version, "outputs": [entry]}
             if "id" in body:
                 payload["id"] = body["id"]
             if wants_binary(body, output.name):

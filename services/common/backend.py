@@ -1,17 +1,26 @@
-"""What a stack plugs into the shared API: an inference backend and, optionally, configured endpoints.
+"""What a stack plugs into the shared API.
 
-The FastAPI stack runs ONNX Runtime in-process; the gateway sends the tensors to Triton over gRPC and adds
-clearml-serving style configured endpoints. The data plane (`services.api.dataplane`) is built from these and does
-not know which stack it serves.
+- An `InferenceBackend` runs encoded tensors through one model version (ONNX Runtime in-process for the FastAPI
+  stack; a Triton model version over gRPC for the gateway).
+- A `ServedModel` is one model version the data plane can run: its contract (manifest), its own tokenizer, its
+  backend.
+- Endpoints are what `/serve/{endpoint}` names. A `ModelEndpoint` holds one or more live versions and picks the one
+  that answers a request (its traffic policy); a `PipelineEndpoint` is clearml-serving's preprocess -> engine ->
+  postprocess, serving the request itself. An `EndpointResolver` finds either by name.
+
+The data plane (`services.api.dataplane`) is built from these and does not know which stack it serves.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from services.common.tokenization import EncodedBatch
+from services.common.contract import Manifest
+from services.common.errors import NotFound
+from services.common.tokenization import EncodedBatch, TextTokenizer
 
 
 class InferenceBackend(Protocol):
@@ -30,7 +39,27 @@ class InferenceBackend(Protocol):
         """The contract output for each row of the batch; raises ServingError subclasses."""
 
 
-class Endpoint(Protocol):
+@dataclass(frozen=True)
+class ServedModel:
+    endpoint: str
+    version: str
+    manifest: Manifest
+    tokenizer: TextTokenizer
+    backend: InferenceBackend
+
+
+class ModelEndpoint(Protocol):
+    name: str
+
+    def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
+        """`version` if it is live (else NotFound naming the live ones), or the one the traffic policy picks;
+        the same `routing_key` picks the same version while the policy stays the same."""
+
+    def versions(self) -> list[str]:
+        """The live versions."""
+
+
+class PipelineEndpoint(Protocol):
     """An endpoint declared in configuration (clearml-serving's preprocess -> engine -> postprocess)."""
 
     version: str
@@ -40,9 +69,12 @@ class Endpoint(Protocol):
 
 
 class EndpointResolver(Protocol):
-    """Finds the configured endpoint of a name; the built-in endpoint answers names it does not know."""
+    """Finds the endpoint of a name beyond the stack's built-in one."""
 
-    def resolve(self, name: str) -> Endpoint | None: ...
+    def resolve(self, name: str) -> ModelEndpoint | PipelineEndpoint | None: ...
+
+    def names(self) -> list[str]:
+        """Every endpoint it serves now (for 404 messages)."""
 
     async def start(self) -> None: ...
 
@@ -55,8 +87,27 @@ class NoConfiguredEndpoints:
     def resolve(self, name: str) -> None:
         return None
 
+    def names(self) -> list[str]:
+        return []
+
     async def start(self) -> None:
         return None
 
     async def stop(self) -> None:
         return None
+
+
+class SingleModelEndpoint:
+    """An endpoint with one version: the stack's built-in model."""
+
+    def __init__(self, model: ServedModel):
+        self.name = model.endpoint
+        self.model = model
+
+    def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
+        if version is not None and version != self.model.version:
+            raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.model.version}'")
+        return self.model
+
+    def versions(self) -> list[str]:
+        return [self.model.version]

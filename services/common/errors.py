@@ -40,6 +40,20 @@ class InvalidInput(ServingError):
     error_type = "invalid_input"
 
 
+class Unauthorized(ServingError):
+    """No valid credentials: send `Authorization: Bearer <token>`."""
+
+    status_code = 401
+    error_type = "unauthorized"
+
+
+class Conflict(ServingError):
+    """The request contradicts the current state (e.g. a canary over a version that was rejected)."""
+
+    status_code = 409
+    error_type = "conflict"
+
+
 class PayloadTooLarge(ServingError):
     status_code = 413
     error_type = "payload_too_large"

@@ -1,38 +1,54 @@
 """ASGI entry point of the gateway: `gunicorn 'services.gateway.app:create_app()'`.
 
-One Triton gRPC client per worker, shared by the built-in endpoint's backend and the configured endpoints.
+One Triton gRPC client per worker, shared by the built-in endpoint, the registry-deployed endpoints (the lifecycle
+controller's deployment state) and the configured endpoints (clearml-serving preprocess code).
 """
 
 from __future__ import annotations
 
 from services.api.app import StackParts
 from services.api.app import create_app as create_api
-from services.common.backend import NoConfiguredEndpoints
 from services.common.contract import Manifest
 from services.gateway.backend import TritonBackend
 from services.gateway.custom import EndpointRegistry
-from services.gateway.endpoints import EndpointWatcher
+from services.gateway.deployed import DeployedEndpoints
+from services.gateway.endpoints import ChainedResolver, EndpointsFile, FileWatcher
 from services.gateway.settings import GatewaySettings
 from services.gateway.triton_client import TritonClient
+from services.lifecycle.admin import admin_router
 
 
 def create_app(settings: GatewaySettings | None = None):
     settings = settings or GatewaySettings()
 
-    def parts(manifest: Manifest) -> StackParts:
+    def parts(manifest: Manifest | None) -> StackParts:
         triton = TritonClient(
             settings.triton_grpc_url, timeout=settings.triton_timeout, retry_after=settings.retry_after
         )
-        if settings.endpoints_file is None:
-            endpoints = NoConfiguredEndpoints()
-        else:
+        buckets = settings.buckets or None
+        resolvers = []
+        if settings.deployments_file is not None:
+            cache: dict = {}
+            resolvers.append(
+                FileWatcher(
+                    settings.deployments_file.resolve(),
+                    lambda path: DeployedEndpoints.load(path, triton, buckets, cache),
+                    settings.endpoints_poll_interval,
+                )
+            )
+        if settings.endpoints_file is not None:
             path = settings.endpoints_file.resolve()
             serving_url = f"http://127.0.0.1:{settings.port}/serve"
-            endpoints = EndpointWatcher(
-                path,
-                lambda file: EndpointRegistry.build(file, triton, serving_url, path.parent),
-                settings.endpoints_poll_interval,
+            resolvers.append(
+                FileWatcher(
+                    path,
+                    lambda p: EndpointRegistry.build(EndpointsFile.read(p), triton, serving_url, p.parent),
+                    settings.endpoints_poll_interval,
+                )
             )
-        return StackParts(TritonBackend(settings, manifest, triton), endpoints, buckets=settings.buckets or None)
+        model = settings.triton_model if manifest is not None else None
+        return StackParts(TritonBackend(triton, model, manifest), ChainedResolver(*resolvers), buckets=buckets)
 
-    return create_api(settings, parts, service_name="gateway")
+    return create_api(
+        settings, parts, service_name="gateway", builtin_required=False, routers=(admin_router(settings),)
+    )

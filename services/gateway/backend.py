@@ -1,4 +1,4 @@
-"""The gateway's inference backend: tensors from the worker's tokenizer go to Triton's encoder over gRPC."""
+"""The gateway's inference backend: tensors from the worker's tokenizer go to a Triton model version over gRPC."""
 
 from __future__ import annotations
 
@@ -6,17 +6,20 @@ import numpy as np
 
 from services.common.contract import Manifest
 from services.common.tokenization import EncodedBatch
-from services.gateway.settings import GatewaySettings
 from services.gateway.triton_client import TritonClient
 
 
 class TritonBackend:
+    """One Triton model version (`version` '' = Triton's version policy). With no `manifest` it only answers
+    readiness for the whole server: the gateway without a built-in model."""
+
     stage = "triton"
 
-    def __init__(self, settings: GatewaySettings, manifest: Manifest, triton: TritonClient):
-        self.settings = settings
-        self.manifest = manifest
+    def __init__(self, triton: TritonClient, model: str | None, manifest: Manifest | None, version: str = ""):
         self.triton = triton
+        self.model = model
+        self.version = version
+        self.manifest = manifest
 
     async def start(self) -> None:
         """Nothing to load: readiness follows Triton (`ready`), so the gateway may start before Triton."""
@@ -25,10 +28,12 @@ class TritonBackend:
         await self.triton.close()
 
     async def ready(self) -> bool:
-        return await self.triton.model_ready(self.settings.triton_model)
+        return await self.triton.model_ready(self.model, self.version)
 
     async def infer(self, batch: EncodedBatch) -> np.ndarray:
+        assert self.model is not None and self.manifest is not None, "a readiness-only backend serves no model"
+        name = self.manifest.output.name
         outputs = await self.triton.infer(
-            self.settings.triton_model, batch.tensors(self.manifest.input_names), [self.manifest.output.name]
+            self.model, batch.tensors(self.manifest.input_names), [name], version=self.version
         )
-        return outputs[self.manifest.output.name]
+        return outputs[name]

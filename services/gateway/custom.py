@@ -107,6 +107,9 @@ class EndpointRegistry:
     def get(self, name: str) -> ConfiguredEndpoint | None:
         return self.endpoints.get(name)
 
+    def names(self) -> list[str]:
+        return sorted(self.endpoints)
+
     @classmethod
     def build(cls, file: EndpointsFile, triton: TritonClient, serving_url: str, base_dir: Path) -> EndpointRegistry:
         endpoints = {}

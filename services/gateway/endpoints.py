@@ -71,20 +71,23 @@ def file_stamp(path: Path) -> tuple[int, int] | None:
     return (stat.st_mtime_ns, stat.st_size)
 
 
-class EndpointWatcher:
-    """The gateway's endpoint resolver: polls the endpoint file; on a change builds a new registry off the event
-    loop and swaps it in."""
+class FileWatcher:
+    """An endpoint resolver over a configuration file: polls it; on a change builds a new registry off the event
+    loop with `load(path)` and swaps it in. A file that fails to load leaves the previous registry serving."""
 
-    def __init__(self, path: Path, build, interval: float):
+    def __init__(self, path: Path, load, interval: float):
         self.path = path
-        self.build = build  # EndpointsFile -> registry object with get(name)
+        self.load = load  # Path -> registry with get(name) and names()
         self.interval = interval
         self.stamp = file_stamp(path)
-        self.current = build(EndpointsFile.read(path))
+        self.current = load(path)
         self._task: asyncio.Task | None = None
 
     def resolve(self, name: str):
         return self.current.get(name)
+
+    def names(self) -> list[str]:
+        return self.current.names()
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -103,12 +106,37 @@ class EndpointWatcher:
         if stamp == self.stamp:
             return False
         try:
-            registry = await asyncio.to_thread(lambda: self.build(EndpointsFile.read(self.path)))
+            registry = await asyncio.to_thread(self.load, self.path)
         except Exception as exc:  # noqa: BLE001 - keep serving the last good configuration
-            log.error("endpoint file %s not applied, still serving the previous one: %s", self.path, exc)
+            log.error("%s not applied, still serving the previous configuration: %s", self.path, exc)
             self.stamp = stamp
             return False
         self.current = registry
         self.stamp = stamp
-        log.info("endpoint configuration reloaded from %s", self.path)
+        log.info("configuration reloaded from %s", self.path)
         return True
+
+
+class ChainedResolver:
+    """Several resolvers asked in order (deployed endpoints first, then configured ones)."""
+
+    def __init__(self, *resolvers):
+        self.resolvers = resolvers
+
+    def resolve(self, name: str):
+        for resolver in self.resolvers:
+            found = resolver.resolve(name)
+            if found is not None:
+                return found
+        return None
+
+    def names(self) -> list[str]:
+        return [name for resolver in self.resolvers for name in resolver.names()]
+
+    async def start(self) -> None:
+        for resolver in self.resolvers:
+            await resolver.start()
+
+    async def stop(self) -> None:
+        for resolver in self.resolvers:
+            await resolver.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from services.common.settings import ApiSettings
@@ -26,4 +26,10 @@ class GatewaySettings(ApiSettings):
     endpoints_file: Path | None = None
     """Endpoint configuration (JSON) edited with `serving endpoints ...`; workers pick up changes without a restart."""
     endpoints_poll_interval: float = Field(1.0, gt=0)
-    """How often workers check the endpoint file for changes, in seconds."""
+    """How often workers check the endpoint file and the deployment state for changes, in seconds."""
+    deployments_file: Path | None = None
+    """Deployment state of registry-deployed endpoints, written by the lifecycle controller and the admin API."""
+    admin_token: SecretStr | None = None
+    """Bearer token of the admin API (`/admin/...`); or read from `admin_token_file`. Neither: the admin API is off."""
+    admin_token_file: Path | None = None
+    """A file holding the admin token (`serving up` generates one into the run directory, mode 0600)."""

@@ -82,17 +82,21 @@ class TritonClient:
             raise ServingError(f"Triton's answer lacks the outputs {sorted(missing)}")
         return result
 
-    async def model_ready(self, model: str, max_age: float = 1.0) -> bool:
-        """Whether Triton serves `model` now; cached for `max_age` seconds so probes do not hammer Triton."""
-        checked, ready = self._ready_cache.get(model, (0.0, False))
+    async def model_ready(self, model: str | None, version: str = "", max_age: float = 1.0) -> bool:
+        """Whether Triton serves `model` (`version`; None: whether the server is ready at all) now; cached for
+        `max_age` seconds so probes do not hammer Triton."""
+        key = f"{model}/{version}"
+        checked, ready = self._ready_cache.get(key, (0.0, False))
         if time.monotonic() - checked < max_age:
             return ready
+        timeout = min(self.timeout, 2.0)
         try:
-            answer = await self.stub.ModelReady(
-                service_pb2.ModelReadyRequest(name=model), timeout=min(self.timeout, 2.0)
-            )
-            ready = answer.ready
+            if model is None:
+                ready = (await self.stub.ServerReady(service_pb2.ServerReadyRequest(), timeout=timeout)).ready
+            else:
+                request = service_pb2.ModelReadyRequest(name=model, version=version)
+                ready = (await self.stub.ModelReady(request, timeout=timeout)).ready
         except grpc.aio.AioRpcError:
             ready = False
-        self._ready_cache[model] = (time.monotonic(), ready)
+        self._ready_cache[key] = (time.monotonic(), ready)
         return ready

@@ -124,6 +124,7 @@ def write_tiny_checkpoint(
     hidden: int = 32,
     max_length: int = 64,
     seed: int = 0,
+    intermediate: int | None = None,
 ) -> Path:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertModel, PreTrainedTokenizerFast
@@ -149,7 +150,7 @@ def write_tiny_checkpoint(
         hidden_size=hidden,
         num_hidden_layers=layers,
         num_attention_heads=2,
-        intermediate_size=hidden * 2,
+        intermediate_size=intermediate or hidden * 2,
         max_position_embeddings=max_length,
     )
     if task == "classification":

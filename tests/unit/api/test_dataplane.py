@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from services.api.dataplane import DataPlane
+from services.common.backend import ServedModel, SingleModelEndpoint
 from services.common.contract import TOKENIZER_FILE, Manifest
 from services.common.errors import NotFound, Overloaded, PayloadTooLarge
 from services.common.settings import ApiSettings
@@ -46,8 +47,14 @@ class OneEndpoint:
 
 
 class Resolver:
+    def __init__(self, model):
+        self.versioned = SingleModelEndpoint(ServedModel("other", "3", model.manifest, model.tokenizer, model.backend))
+
     def resolve(self, name):
-        return OneEndpoint() if name == "custom" else None
+        return {"custom": OneEndpoint(), "other": self.versioned}.get(name)
+
+    def names(self):
+        return ["custom", "other"]
 
     async def start(self): ...
 
@@ -60,7 +67,8 @@ def dataplane(tmp_path):
     manifest = Manifest.load(model_dir)
     settings = ApiSettings(model_dir=model_dir, max_inflight=2, max_texts=3)
     tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length)
-    return DataPlane(settings, manifest, tokenizer, CountingBackend(), Resolver())
+    builtin = ServedModel("minilm", "1", manifest, tokenizer, CountingBackend())
+    return DataPlane(settings, builtin, builtin.backend, Resolver(builtin))
 
 
 def stage_count(stage: str) -> float:
@@ -69,14 +77,15 @@ def stage_count(stage: str) -> float:
 
 def test_predict_keeps_rows_in_request_order_and_times_the_backend_stage(dataplane):
     before = stage_count("unit-backend")
-    prediction = asyncio.run(dataplane.predict(["hello", "hello world the quick brown fox", "cat"]))
+    model = dataplane.model_for("minilm")
+    prediction = asyncio.run(dataplane.predict(model, ["hello", "hello world the quick brown fox", "cat"]))
     assert prediction.outputs[:, 0].tolist() == [3, 8, 3] == prediction.token_counts
     assert stage_count("unit-backend") == before + 1, "the backend names its own stage"
 
 
 def test_more_texts_than_the_limit_is_413(dataplane):
     with pytest.raises(PayloadTooLarge, match="the limit is 3"):
-        asyncio.run(dataplane.predict(["a"] * 4))
+        asyncio.run(dataplane.predict(dataplane.model_for("minilm"), ["a"] * 4))
     assert dataplane.backend.calls == 0
 
 
@@ -90,14 +99,24 @@ def test_admission_sheds_past_the_inflight_bound_and_frees_its_slot(dataplane):
         assert dataplane.inflight == 1
 
 
-def test_configured_endpoints_come_from_the_resolver_and_the_builtin_checks_the_rest(dataplane):
-    assert dataplane.configured_endpoint("custom").version == "7"
-    assert dataplane.configured_endpoint("minilm") is None
-    dataplane.check_endpoint("minilm", "1")
-    with pytest.raises(NotFound, match="this server serves 'minilm'"):
-        dataplane.check_endpoint("other")
+def test_endpoints_resolve_to_the_builtin_model_then_the_resolvers(dataplane):
+    assert dataplane.resolve("custom").version == "7"
+    assert dataplane.model_for("minilm", "1").endpoint == "minilm"
+    assert dataplane.model_for("other").version == "3"
+    with pytest.raises(NotFound, match="this server serves 'minilm', 'custom', 'other'"):
+        dataplane.resolve("nope")
     with pytest.raises(NotFound, match="available: '1'"):
-        dataplane.check_endpoint("minilm", "2")
+        dataplane.model_for("minilm", "2")
+    with pytest.raises(NotFound, match="runs preprocess code"):
+        dataplane.model_for("custom")
+
+
+def test_a_model_name_is_the_builtin_model_or_an_endpoint(dataplane):
+    assert dataplane.model_named(None).endpoint == "minilm"
+    assert dataplane.model_named("unit-embedding").endpoint == "minilm"
+    assert dataplane.model_named("other").version == "3"
+    with pytest.raises(NotFound, match="no model 'gpt'"):
+        dataplane.model_named("gpt")
 
 
 def test_readiness_waits_for_a_warm_up_that_succeeds(dataplane):

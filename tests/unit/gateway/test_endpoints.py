@@ -7,15 +7,22 @@ import os
 import pytest
 
 from services.common.errors import ConfigurationError
-from services.gateway.endpoints import EndpointConfig, EndpointsFile, EndpointWatcher
+from services.gateway.endpoints import ChainedResolver, EndpointConfig, EndpointsFile, FileWatcher
 
 
 class Registry:
     def __init__(self, file: EndpointsFile):
-        self.names = sorted(file.endpoints)
+        self.known = sorted(file.endpoints)
+
+    @classmethod
+    def load(cls, path):
+        return cls(EndpointsFile.read(path))
 
     def get(self, name):
-        return name if name in self.names else None
+        return name if name in self.known else None
+
+    def names(self):
+        return self.known
 
 
 def write(path, endpoints: dict, bump: int = 0):
@@ -42,7 +49,7 @@ def test_an_invalid_file_is_a_configuration_error_naming_it(tmp_path):
 def test_watcher_swaps_in_a_changed_file_and_keeps_the_last_good_one(tmp_path):
     path = tmp_path / "endpoints.json"
     write(path, {"a": {"engine": "custom"}})
-    watcher = EndpointWatcher(path, Registry, interval=60)
+    watcher = FileWatcher(path, Registry.load, interval=60)
     assert watcher.resolve("a") == "a" and watcher.resolve("b") is None
 
     async def scenario():
@@ -55,3 +62,14 @@ def test_watcher_swaps_in_a_changed_file_and_keeps_the_last_good_one(tmp_path):
         assert watcher.resolve("b") == "b", "still serving the previous configuration"
 
     asyncio.run(scenario())
+
+
+def test_chained_resolvers_are_asked_in_order_and_list_every_name(tmp_path):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    write(first, {"x": {"engine": "custom"}})
+    write(second, {"x": {"engine": "custom"}, "y": {"engine": "custom"}})
+    a, b = FileWatcher(first, Registry.load, 60), FileWatcher(second, Registry.load, 60)
+    a.current.get = lambda name: f"first:{name}" if name in a.current.known else None
+    chain = ChainedResolver(a, b)
+    assert chain.resolve("x") == "first:x" and chain.resolve("y") == "y" and chain.resolve("z") is None
+    assert chain.names() == ["x", "x", "y"]

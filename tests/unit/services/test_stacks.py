@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -35,17 +36,24 @@ def test_fastapi_is_one_gunicorn_service_with_its_settings(options):
     assert spec.ready_url == "http://127.0.0.1:9123/health/ready"
 
 
-def test_clearml_runs_triton_with_the_encoder_alone_then_the_gateway(options):
-    triton, gateway = stack_processes(options)
+def test_clearml_runs_triton_with_the_encoder_alone_then_the_gateway_and_the_controller(options):
+    triton, gateway, controller = stack_processes(options)
     assert "--load-model=encoder" in triton.argv and not any("ensemble" in a for a in triton.argv)
     assert (options.run_dir / "triton-repository" / "encoder" / "config.pbtxt").is_file()
     assert gateway.env["GATEWAY_TRITON_GRPC_URL"] == "127.0.0.1:9201"
     assert gateway.env["GATEWAY_ENDPOINTS_FILE"] == str(options.endpoints_file.resolve())
     assert "GATEWAY_BUCKETS" not in gateway.env, "ragged padding by default"
+    assert gateway.env["GATEWAY_DEPLOYMENTS_FILE"] == controller.env["CONTROLLER_DEPLOYMENTS_FILE"]
+    assert controller.env["CONTROLLER_TRITON_HTTP_URL"] == "http://127.0.0.1:9200"
+    assert controller.env["CONTROLLER_GATEWAY_URL"] == "http://127.0.0.1:9123"
+    token = Path(gateway.env["GATEWAY_ADMIN_TOKEN_FILE"])
+    assert token.stat().st_mode & 0o777 == 0o600 and len(token.read_text().strip()) >= 32
+    again = stack_processes(options)[1].env["GATEWAY_ADMIN_TOKEN_FILE"]
+    assert Path(again).read_text() == token.read_text(), "generated once, kept across restarts"
 
 
 def test_bucket_padding_hands_the_gateway_its_buckets(options):
-    _, gateway = stack_processes(replace(options, padding="bucket"))
+    _, gateway, _ = stack_processes(replace(options, padding="bucket"))
     assert json.loads(gateway.env["GATEWAY_BUCKETS"])[-1] == UNIT_MAX_LENGTH
 
 

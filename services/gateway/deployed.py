@@ -1,0 +1,76 @@
+"""Registry-deployed endpoints: the live versions the lifecycle controller put into Triton, each with its own
+tokenizer and manifest, and the endpoint's traffic policy (newest version, canary split or rollout step)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from services.common.backend import ServedModel
+from services.common.contract import TOKENIZER_FILE, Manifest
+from services.common.errors import NotFound
+from services.common.tokenization import TextTokenizer
+from services.gateway.backend import TritonBackend
+from services.gateway.triton_client import TritonClient
+from services.lifecycle.routing import effective_weights, pick
+from services.lifecycle.state import DeploymentStore
+
+
+class VersionedEndpoint:
+    def __init__(self, name: str, models: dict[str, ServedModel], weights: dict[str, float]):
+        self.name = name
+        self.models = models
+        self.weights = weights
+
+    def versions(self) -> list[str]:
+        return sorted(self.models, key=int)
+
+    def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
+        if version is not None:
+            if version not in self.models:
+                live = ", ".join(self.versions()) or "none yet"
+                raise NotFound(f"endpoint '{self.name}' has no live version '{version}'; live: {live}")
+            return self.models[version]
+        return self.models[pick(self.weights, routing_key)]
+
+
+class DeployedEndpoints:
+    """An immutable snapshot of the deployment state's live versions, built in one go."""
+
+    def __init__(self, endpoints: dict[str, VersionedEndpoint]):
+        self.endpoints = endpoints
+
+    def get(self, name: str) -> VersionedEndpoint | None:
+        return self.endpoints.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self.endpoints)
+
+    @classmethod
+    def load(
+        cls,
+        path: Path,
+        triton: TritonClient,
+        buckets: list[int] | None,
+        cache: dict[tuple[str, str], ServedModel] | None = None,
+    ) -> DeployedEndpoints:
+        """Versions already loaded by an earlier snapshot (`cache`) are reused: a traffic change costs no reload."""
+        cache = {} if cache is None else cache
+        endpoints, used = {}, set()
+        for name, state in DeploymentStore(path).read().endpoints.items():
+            models = {}
+            for version in state.live():  # every live version answers /serve/{endpoint}/{version}
+                key = (name, version)
+                if key not in cache:
+                    model_dir = Path(state.versions[version].model_dir or "")
+                    manifest = Manifest.load(model_dir)
+                    tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length, buckets)
+                    cache[key] = ServedModel(
+                        name, version, manifest, tokenizer, TritonBackend(triton, name, manifest, version)
+                    )
+                models[version] = cache[key]
+                used.add(key)
+            if models:
+                endpoints[name] = VersionedEndpoint(name, models, effective_weights(state))
+        for key in set(cache) - used:  # versions no longer live
+            del cache[key]
+        return cls(endpoints)

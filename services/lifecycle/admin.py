@@ -1,0 +1,194 @@
+"""The admin API the `serving model ...` commands talk to, mounted in the gateway: change an endpoint's deployment
+(auto-update, canary, rollout, removal) and read it back. Every route needs `Authorization: Bearer <admin token>`.
+Also `GET /models/{endpoint}`: the lineage of what each live version is, open like the health routes.
+
+The routes only change the deployment state; the lifecycle controller carries the changes out (fetch, load into
+Triton, warm up, drain) and the gateway's workers pick the new traffic policy up from the same file.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from pathlib import Path
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, Field, model_validator
+
+from observability.metrics import endpoint_request_counts
+from services.common.errors import Conflict, InvalidInput, NotFound, Unauthorized, Unavailable
+from services.lifecycle.routing import effective_weights
+from services.lifecycle.state import Deployments, DeploymentStore, EndpointState, Rollout
+
+RESERVED_NAMES = {"encoder", "tokenizer", "ensemble"}
+
+
+class AutoUpdate(BaseModel):
+    name: str = Field(min_length=1, description="MLflow registered model name")
+    max_versions: int = Field(2, ge=1)
+
+
+class Canary(BaseModel):
+    weights: list[float] = Field(min_length=1)
+    versions: list[str] | None = None
+    newest: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Canary:
+        if (self.versions is None) == (self.newest is None):
+            raise ValueError("give either versions or newest")
+        count = len(self.versions) if self.versions is not None else self.newest
+        if count != len(self.weights):
+            raise ValueError(f"{len(self.weights)} weights for {count} versions")
+        if any(w < 0 for w in self.weights) or sum(self.weights) <= 0:
+            raise ValueError("weights must be non-negative and not all zero")
+        return self
+
+
+class RolloutRequest(BaseModel):
+    version: str
+    steps: list[int] = Field(default_factory=lambda: [10, 50, 100], min_length=1)
+    dwell: float = Field(60, gt=0)
+    max_error_rate: float = Field(0.01, ge=0, le=1)
+    max_p99_ratio: float = Field(1.5, gt=0)
+    min_requests: int = Field(20, ge=1)
+
+    @model_validator(mode="after")
+    def _steps(self) -> RolloutRequest:
+        if any(not 0 < s <= 100 for s in self.steps) or self.steps != sorted(self.steps):
+            raise ValueError("steps are increasing percentages in (0, 100]")
+        return self
+
+
+def _token(settings) -> str | None:
+    if settings.admin_token is not None:
+        return settings.admin_token.get_secret_value()
+    if settings.admin_token_file is not None and Path(settings.admin_token_file).is_file():
+        return Path(settings.admin_token_file).read_text().strip()
+    return None
+
+
+def _endpoint(state: Deployments, name: str) -> EndpointState:
+    if name not in state.endpoints:
+        raise NotFound(f"no deployed endpoint '{name}'; deployed: {', '.join(sorted(state.endpoints)) or 'none'}")
+    return state.endpoints[name]
+
+
+def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], float]) -> dict:
+    shares = effective_weights(endpoint)
+    versions = []
+    for version, item in sorted(endpoint.versions.items(), key=lambda kv: -int(kv[0])):
+        versions.append(
+            {
+                "version": version,
+                "state": item.state,
+                "traffic_share": round(shares.get(version, 0.0), 4),
+                "requests_total": counts.get((name, version), 0.0),
+                "deployed_at": item.deployed_at,
+                "reason": item.reason,
+                **item.lineage,
+            }
+        )
+    rollout = endpoint.rollout.model_dump() if endpoint.rollout else None
+    return {
+        "endpoint": name,
+        "registered_name": endpoint.registered_name,
+        "max_versions": endpoint.max_versions,
+        "versions": versions,
+        "rollout": rollout,
+    }
+
+
+def admin_router(settings) -> APIRouter:
+    store = DeploymentStore(settings.deployments_file) if settings.deployments_file else None
+    expected = _token(settings)
+
+    def authorized(request: Request) -> DeploymentStore:
+        if expected is None:
+            raise Unavailable("the admin API is off: set GATEWAY_ADMIN_TOKEN or GATEWAY_ADMIN_TOKEN_FILE")
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
+            raise Unauthorized("send the admin token as 'Authorization: Bearer <token>' (run/admin-token)")
+        if store is None:
+            raise Unavailable("no deployment state is configured (GATEWAY_DEPLOYMENTS_FILE)")
+        return store
+
+    admin = APIRouter(prefix="/admin", dependencies=[Depends(authorized)], tags=["admin"])
+
+    @admin.get("/endpoints", summary="Every deployed endpoint: versions, state, traffic share, requests so far")
+    async def list_endpoints() -> dict:
+        counts = endpoint_request_counts()
+        state = store.read()
+        return {"endpoints": [describe(n, e, counts) for n, e in sorted(state.endpoints.items())]}
+
+    @admin.put("/endpoints/{endpoint}/auto-update", summary="Deploy every new version of a registered model")
+    async def auto_update(endpoint: str, body: AutoUpdate) -> dict:
+        if endpoint in RESERVED_NAMES:
+            raise InvalidInput(f"'{endpoint}' names a model of the built-in stack; choose another endpoint name")
+
+        def change(state: Deployments) -> None:
+            item = state.endpoints.setdefault(endpoint, EndpointState())
+            item.registered_name, item.max_versions = body.name, body.max_versions
+
+        store.update(change)
+        return {"endpoint": endpoint, "registered_name": body.name, "max_versions": body.max_versions}
+
+    @admin.put("/endpoints/{endpoint}/canary", summary="Split traffic by weight over versions")
+    async def canary(endpoint: str, body: Canary) -> dict:
+        def change(state: Deployments) -> dict:
+            item = _endpoint(state, endpoint)
+            if body.versions is not None:
+                for version in body.versions:
+                    if version not in item.versions or item.versions[version].state != "live":
+                        raise Conflict(f"version {version} of '{endpoint}' is not live; live: {item.live()}")
+                item.weights, item.newest_weights = dict(zip(body.versions, body.weights, strict=True)), []
+            else:
+                item.weights, item.newest_weights = {}, list(body.weights)
+            if item.rollout and item.rollout.status == "running":
+                item.rollout.status, item.rollout.outcome = "rolled_back", "replaced by a canary split"
+            return effective_weights(item)
+
+        return {"endpoint": endpoint, "traffic": store.update(change)}
+
+    @admin.post("/endpoints/{endpoint}/rollout", summary="Move traffic to a version step by step, with rollback")
+    async def rollout(endpoint: str, body: RolloutRequest) -> dict:
+        def change(state: Deployments) -> Rollout:
+            item = _endpoint(state, endpoint)
+            target = item.versions.get(body.version)
+            if target is None or target.state not in ("live", "loading"):
+                raise Conflict(f"version {body.version} of '{endpoint}' is not deployed; live: {item.live()}")
+            shares = effective_weights(item)
+            stable = max((v for v in shares if v != body.version), key=lambda v: shares[v], default=None)
+            if stable is None:
+                raise Conflict(f"'{endpoint}' has no other live version to compare version {body.version} with")
+            item.rollout = Rollout(stable=stable, **body.model_dump())
+            item.weights, item.newest_weights = {}, []
+            return item.rollout
+
+        return {"endpoint": endpoint, "rollout": store.update(change).model_dump()}
+
+    @admin.delete("/endpoints/{endpoint}/versions/{version}", summary="Drain and unload a version")
+    async def remove(endpoint: str, version: str) -> dict:
+        def change(state: Deployments) -> None:
+            item = _endpoint(state, endpoint)
+            if version not in item.versions:
+                raise NotFound(f"'{endpoint}' has no version {version}")
+            item.versions[version].state, item.versions[version].drain_started = "draining", time.time()
+            item.weights.pop(version, None)
+
+        store.update(change)
+        return {"endpoint": endpoint, "version": version, "state": "draining"}
+
+    lineage = APIRouter(tags=["lifecycle"])
+
+    @lineage.get("/models/{endpoint}", summary="What each version of an endpoint is and where it came from")
+    async def models(endpoint: str) -> dict:
+        if store is None:
+            raise NotFound("no deployment state is configured on this server")
+        return describe(endpoint, _endpoint(store.read(), endpoint), endpoint_request_counts())
+
+    router = APIRouter()
+    router.include_router(admin)
+    router.include_router(lineage)
+    return router

@@ -1,0 +1,120 @@
+"""Deployment state: which registry versions each endpoint has, in which state, with which traffic policy.
+
+One JSON file (`run/lifecycle/deployments.json`). The controller and the admin API change it under a file lock and
+replace it atomically; gateway workers re-read it when it changes (as they do the endpoint file), so a traffic
+change reaches every worker within a poll interval and no request waits for it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError
+
+from services.common.contract import TensorSpec
+from services.common.errors import ConfigurationError
+
+VersionPhase = Literal["loading", "live", "draining", "rejected"]
+T = TypeVar("T")
+
+
+class VersionState(BaseModel):
+    version: str
+    """The registry version; also the version directory in Triton's model repository."""
+    state: VersionPhase = "loading"
+    model_dir: str | None = None
+    """Local copy of the version's artifacts (manifest, tokenizer, ONNX file), once fetched."""
+    reason: str | None = None
+    """Why it was rejected, or why a rollout rolled it back."""
+    deployed_at: str | None = None
+    drain_started: float | None = None
+    lineage: dict = Field(default_factory=dict)
+    """Registry name and version, run ids and URLs, data set, artifact hashes (see `services.registry`)."""
+
+
+class Rollout(BaseModel):
+    version: str
+    stable: str
+    steps: list[int] = Field(min_length=1)
+    """Traffic percentages for the new version, in order; the last one should be 100."""
+    dwell: float = Field(gt=0)
+    max_error_rate: float = Field(ge=0, le=1)
+    max_p99_ratio: float = Field(gt=0)
+    min_requests: int = Field(20, ge=1)
+    """Requests each version must have answered in a dwell window before it is judged."""
+    step: int = 0
+    step_started: float | None = None
+    baseline: dict | None = None
+    """The gateway's per-version counters when the step started (a `rollout.Snapshot`): kept here so that a
+    restarted controller judges the same window."""
+    status: Literal["running", "promoted", "rolled_back"] = "running"
+    outcome: str | None = None
+
+
+class EndpointState(BaseModel):
+    registered_name: str | None = None
+    """MLflow registered model whose new versions are deployed automatically (`serving model auto-update`)."""
+    max_versions: int = Field(2, ge=1)
+    """Live versions kept; older ones are drained and unloaded."""
+    contract_inputs: list[TensorSpec] = Field(default_factory=list)
+    contract_outputs: list[TensorSpec] = Field(default_factory=list)
+    """The endpoint's tensor contract, fixed by its first version: a version that differs is refused."""
+    versions: dict[str, VersionState] = Field(default_factory=dict)
+    weights: dict[str, float] = Field(default_factory=dict)
+    """Canary split by version (`serving model canary --versions`); empty: the newest live version takes all."""
+    newest_weights: list[float] = Field(default_factory=list)
+    """Canary split over the newest live versions (`--newest N`), newest first."""
+    rollout: Rollout | None = None
+
+    def live(self) -> list[str]:
+        """Live versions, newest first."""
+        return sorted((v for v, s in self.versions.items() if s.state == "live"), key=int, reverse=True)
+
+
+class Deployments(BaseModel):
+    endpoints: dict[str, EndpointState] = Field(default_factory=dict)
+
+
+class DeploymentStore:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+
+    def read(self) -> Deployments:
+        if not self.path.is_file():
+            return Deployments()
+        try:
+            return Deployments.model_validate_json(self.path.read_text())
+        except (ValidationError, ValueError) as exc:
+            raise ConfigurationError(f"deployment state {self.path} is invalid: {exc}") from None
+
+    @contextmanager
+    def _locked(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def update(self, change: Callable[[Deployments], T]) -> T:
+        """Read, apply `change` (which may raise to abort), write atomically; all under an exclusive lock."""
+        with self._locked():
+            state = self.read()
+            result = change(state)
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(state.model_dump(exclude_none=True), indent=2) + "\n")
+            os.replace(tmp, self.path)
+        return result
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,83 @@
+"""Rollout decisions from per-version metrics, computed by hand."""
+
+import pytest
+
+from services.lifecycle.rollout import Snapshot, VersionCounters, judge, parse_snapshot, quantile, window
+from services.lifecycle.state import Rollout
+
+METRICS = """
+serving_endpoint_requests_total{code="200",endpoint="e",version="1"} 90.0
+serving_endpoint_requests_total{code="503",endpoint="e",version="1"} 10.0
+serving_endpoint_requests_total{code="422",endpoint="e",version="1"} 5.0
+serving_endpoint_requests_total{code="200",endpoint="other",version="1"} 1000.0
+serving_endpoint_latency_seconds_bucket{endpoint="e",le="0.01",version="1"} 50.0
+serving_endpoint_latency_seconds_bucket{endpoint="e",le="0.02",version="1"} 100.0
+serving_endpoint_latency_seconds_bucket{endpoint="e",le="+Inf",version="1"} 105.0
+"""
+
+
+def rollout(**overrides) -> Rollout:
+    values = {
+        "version": "2",
+        "stable": "1",
+        "steps": [10, 100],
+        "dwell": 1,
+        "max_error_rate": 0.05,
+        "max_p99_ratio": 1.5,
+        "min_requests": 10,
+    } | overrides
+    return Rollout(**values)
+
+
+def hist(slow: bool) -> dict[str, float]:
+    """100 requests, 98 under 10 ms; the last 2 within 20 ms (p99 = 15 ms) or, slow, within 50 ms (p99 = 35 ms)."""
+    return {"0.01": 98.0, "0.02": 98.0 if slow else 100.0, "0.05": 100.0, "+Inf": 100.0}
+
+
+def test_parse_counts_requests_5xx_errors_and_buckets_of_one_endpoint():
+    counters = parse_snapshot(METRICS, "e").versions["1"]
+    assert (counters.requests, counters.errors) == (105.0, 10.0), "4xx is not the version's error"
+    assert counters.buckets == {"0.01": 50.0, "0.02": 100.0, "+Inf": 105.0}
+
+
+def test_quantile_interpolates_inside_the_bucket():
+    # rank 0.5 * 105 = 52.5 falls in (0.01, 0.02] holding counts 50..100: 0.01 + 0.01 * 2.5 / 50
+    assert quantile(0.5, {"0.01": 50.0, "0.02": 100.0, "+Inf": 105.0}) == pytest.approx(0.0105)
+    assert quantile(0.99, {"0.01": 0.0, "+Inf": 0.0}) is None
+
+
+def test_window_is_the_difference_and_a_reset_is_noticed():
+    before = Snapshot(versions={"1": VersionCounters(requests=10, errors=1, buckets={"+Inf": 10})})
+    after = Snapshot(
+        versions={
+            "1": VersionCounters(requests=30, errors=1, buckets={"+Inf": 30}),
+            "2": VersionCounters(requests=5, buckets={"+Inf": 5}),
+        }
+    )
+    delta = window(before, after)
+    assert delta.versions["1"].requests == 20 and delta.versions["1"].errors == 0
+    assert delta.versions["2"].requests == 5
+    assert window(after, before) is None
+
+
+def test_judge_waits_for_enough_requests_then_advances_or_rolls_back():
+    few = Snapshot(versions={"2": VersionCounters(requests=3)})
+    assert judge(rollout(), few).action == "wait"
+    healthy = Snapshot(
+        versions={
+            "2": VersionCounters(requests=100, errors=1, buckets=hist(slow=False)),
+            "1": VersionCounters(requests=100, buckets=hist(slow=False)),
+        }
+    )
+    assert judge(rollout(), healthy).action == "advance"
+    failing = Snapshot(versions={"2": VersionCounters(requests=100, errors=20, buckets=hist(slow=False))})
+    decision = judge(rollout(), failing)
+    assert decision.action == "rollback" and decision.numbers["new_error_rate"] == 0.2
+    slow = Snapshot(
+        versions={
+            "2": VersionCounters(requests=100, buckets=hist(slow=True)),
+            "1": VersionCounters(requests=100, buckets=hist(slow=False)),
+        }
+    )
+    decision = judge(rollout(), slow)
+    assert decision.action == "rollback" and decision.numbers["p99_ratio"] == pytest.approx(35 / 15, abs=1e-3)
