@@ -11,7 +11,7 @@ from services.launcher import RUN_DIR
 
 
 class RegistrySettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="REGISTRY_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="REGISTRY_", extra="ignore", populate_by_name=True)
 
     tracking_uri: str | None = Field(
         None, validation_alias=AliasChoices("MLFLOW_TRACKING_URI", "REGISTRY_TRACKING_URI")

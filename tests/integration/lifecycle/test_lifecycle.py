@@ -1,0 +1,227 @@
+"""The model lifecycle with real parts: the MLflow registry (embedded SQLite store), the real Triton, the real
+gateway and controller processes of STACK=clearml, traffic from the project's load generator.
+
+One stack for the module; each test works on the endpoint `emb`, fed by registered model `tiny-emb`, in order:
+auto-update under load, canary split, rollback of a slower version, refusal of another contract, and a controller
+killed mid-rollout."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from loadtest import engine
+from loadtest.targets import build_targets
+from services.launcher import Launcher, free_port, stop_group
+from services.registry.mlflow_registry import DatasetRef, ModelRegistry
+from services.registry.settings import RegistrySettings
+from services.stacks import StackOptions, stack_processes
+from services.triton.server import TritonPorts
+
+TEXTS = ["hello world", "the quick brown fox jumps over the lazy dog", "a man is eating food"]
+
+
+class Stack:
+    def __init__(self, run_dir: Path, model_dir: Path):
+        ports = TritonPorts(free_port(), free_port(), free_port())
+        self.options = StackOptions(
+            stack="clearml",
+            host="127.0.0.1",
+            port=free_port(),
+            model_dir=model_dir,
+            run_dir=run_dir,
+            triton_ports=ports,
+            endpoints_file=run_dir / "endpoints.json",
+        )
+        self.launcher = Launcher(run_dir)
+        self.specs = stack_processes(self.options)
+        for spec in self.specs:
+            self.launcher.start_ready(spec, detach=True, timeout=180)
+        self.url = f"http://127.0.0.1:{self.options.port}"
+        self.triton = f"http://127.0.0.1:{ports.http}"
+        self.headers = {"Authorization": f"Bearer {(run_dir / 'admin-token').read_text().strip()}"}
+        self.registry = ModelRegistry(
+            RegistrySettings(
+                tracking_uri=f"sqlite:///{run_dir.resolve()}/mlflow/mlflow.db",
+                artifact_root=run_dir / "mlflow" / "artifacts",
+            )
+        )
+
+    def admin(self, method: str, path: str, body: dict | None = None) -> dict:
+        response = httpx.request(method, f"{self.url}/admin{path}", json=body, headers=self.headers, timeout=30)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def versions(self) -> dict[str, dict]:
+        return {v["version"]: v for v in httpx.get(f"{self.url}/models/emb", timeout=10).json()["versions"]}
+
+    def wait_for(self, what: str, check, timeout: float = 60.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            time.sleep(0.25)
+        log = (self.options.run_dir / "controller.log").read_text()[-3000:]
+        raise AssertionError(f"{what} did not happen within {timeout:.0f}s; controller log:\n{log}")
+
+    def serve(self, key: str | None = None) -> httpx.Response:
+        headers = {"x-canary-key": key} if key else {}
+        return httpx.post(f"{self.url}/serve/emb", json={"text": "hello world"}, headers=headers, timeout=30)
+
+    def controller(self):
+        return next((spec, proc) for spec, proc in self.launcher.procs if spec.name == "controller")
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """Tiny checkpoints: two good ones that differ, one much slower with the same contract, one of another width."""
+    from services.modelbuild.tiny import write_tiny_checkpoint
+
+    base = tmp_path_factory.mktemp("checkpoints")
+    return {
+        "a": write_tiny_checkpoint(base / "a", seed=0),
+        "b": write_tiny_checkpoint(base / "b", seed=1),
+        "c": write_tiny_checkpoint(base / "c", seed=2),
+        "slow": write_tiny_checkpoint(base / "slow", seed=3, layers=8, intermediate=16384),
+        "wide": write_tiny_checkpoint(base / "wide", seed=4, hidden=64),
+    }
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, tiny_model):
+    stack = Stack(tmp_path_factory.mktemp("lifecycle"), tiny_model)
+    yield stack
+    stack.launcher.stop_all()
+
+
+def attack_in_background(stack: Stack, seconds: float, rate: float = 50):
+    results: list = []
+    targets = build_targets(stack.url, "serve", TEXTS, endpoint="emb")
+    spec = engine.AttackSpec(targets=targets, rate=rate, duration=seconds, timeout=30)
+    thread = threading.Thread(target=lambda: engine.attack(spec, results.append), daemon=True)
+    thread.start()
+    return thread, results
+
+
+def test_admin_api_needs_the_token(stack):
+    assert httpx.get(f"{stack.url}/admin/endpoints", timeout=10).status_code == 401
+    wrong = httpx.get(f"{stack.url}/admin/endpoints", headers={"Authorization": "Bearer nope"}, timeout=10)
+    assert wrong.status_code == 401 and "Bearer" in wrong.json()["error"]["message"]
+    assert stack.admin("GET", "/endpoints") == {"endpoints": []}
+
+
+def test_a_new_version_is_served_under_load_without_a_failed_request(stack, checkpoints, tmp_path):
+    data = tmp_path / "sentiment.csv"
+    data.write_text("text,label\nthe food was good,positive\nthe food was bad,negative\n")
+    stack.admin("PUT", "/endpoints/emb/auto-update", {"name": "tiny-emb", "max_versions": 2})
+    first = stack.registry.register(checkpoints["a"], "tiny-emb", dataset=DatasetRef(data, "sentiment", "3"))
+    assert first["version"] == "1"
+    stack.wait_for("version 1 serving", lambda: stack.serve().status_code == 200)
+
+    thread, results = attack_in_background(stack, seconds=25)
+    time.sleep(2)
+    registered_at = time.monotonic()
+    assert stack.registry.register(checkpoints["b"], "tiny-emb")["version"] == "2"
+    stack.wait_for("version 2 answering", lambda: stack.serve().headers.get("x-model-version") == "2", timeout=30)
+    switch_seconds = time.monotonic() - registered_at
+    thread.join()
+    codes = Counter(result.code for result in results)
+    assert codes == {200: len(results)} and len(results) >= 1000, codes
+    assert switch_seconds < 30
+
+    lineage = stack.versions()["1"]
+    assert lineage["registry"] == {
+        "name": "tiny-emb",
+        "version": "1",
+        "url": "http://127.0.0.1:5000/#/models/tiny-emb/versions/1",
+    }
+    assert lineage["run"]["id"] == first["run_id"] and first["run_id"] in lineage["run"]["url"]
+    assert lineage["datasets"][0] | {"source": None} == {
+        "name": "sentiment",
+        "version": "3",
+        "source": None,
+        "digest": DatasetRef(data).digest,
+    }
+    assert set(lineage["artifacts"]) >= {"model.onnx", "tokenizer.json"}
+    assert stack.versions()["2"]["traffic_share"] == 1.0
+
+
+def test_canary_split_lands_within_three_points_and_a_key_sticks(stack, checkpoints):
+    stack.admin("PUT", "/endpoints/emb/canary", {"versions": ["2", "1"], "weights": [0.1, 0.9]})
+    stack.wait_for(
+        "the split to reach the workers",
+        lambda: Counter(stack.serve().headers["x-model-version"] for _ in range(40))["1"] > 20,
+    )
+    with ThreadPoolExecutor(16) as pool:
+        answered = list(pool.map(lambda _: stack.serve().headers["x-model-version"], range(2000)))
+    share = Counter(answered)["2"] / len(answered)
+    assert 0.07 <= share <= 0.13, share
+    assert len({stack.serve(key="caller-7").headers["x-model-version"] for _ in range(20)}) == 1
+
+
+def test_a_slower_version_is_rolled_back_and_tagged(stack, checkpoints):
+    stack.admin("PUT", "/endpoints/emb/canary", {"versions": ["2"], "weights": [1.0]})  # new versions wait
+    assert stack.registry.register(checkpoints["slow"], "tiny-emb")["version"] == "3"
+    stack.wait_for("version 3 live", lambda: stack.versions().get("3", {}).get("state") == "live", timeout=90)
+    thread, results = attack_in_background(stack, seconds=20, rate=40)
+    stack.admin(
+        "POST",
+        "/endpoints/emb/rollout",
+        {"version": "3", "steps": [50, 100], "dwell": 5, "max_error_rate": 0.01, "max_p99_ratio": 1.5},
+    )
+    rejected = stack.wait_for("the rollback", lambda: stack.versions()["3"]["state"] == "rejected", timeout=40)
+    assert rejected
+    versions = stack.versions()
+    assert versions["2"]["traffic_share"] == 1.0 and "p99 ratio" in versions["3"]["reason"]
+    tags = {v.version: v.tags for v in stack.registry.versions("tiny-emb")}
+    assert tags["3"]["rollout"] == "rejected" and "p99_ratio" in tags["3"]["rollout.numbers"]
+    thread.join()
+    assert {r.code for r in results} == {200}, "a rollback fails no request"
+
+
+def test_a_version_with_another_tensor_contract_is_refused(stack, checkpoints):
+    assert stack.registry.register(checkpoints["wide"], "tiny-emb")["version"] == "4"
+    stack.wait_for("the refusal", lambda: stack.versions().get("4", {}).get("state") == "rejected", timeout=90)
+    assert "tensor contract" in stack.versions()["4"]["reason"]
+    tags = {v.version: v.tags for v in stack.registry.versions("tiny-emb")}
+    assert tags["4"]["deployment"] == "refused"
+    assert httpx.get(f"{stack.triton}/v2/models/emb/versions/4/ready", timeout=5).status_code != 200
+    assert stack.serve().status_code == 200
+
+
+def test_a_killed_controller_leaves_traffic_consistent_and_a_restarted_one_carries_on(stack, checkpoints):
+    assert stack.registry.register(checkpoints["c"], "tiny-emb")["version"] == "5"
+    stack.wait_for("version 5 live", lambda: stack.versions().get("5", {}).get("state") == "live", timeout=90)
+    thread, results = attack_in_background(stack, seconds=30, rate=40)
+    stack.admin(
+        "POST",
+        "/endpoints/emb/rollout",
+        {
+            "version": "5",
+            "steps": [50, 100],
+            "dwell": 4,
+            "max_error_rate": 0.05,
+            "max_p99_ratio": 5,
+            "min_requests": 10,
+        },
+    )
+    stack.wait_for("the first step", lambda: stack.versions()["5"]["traffic_share"] == 0.5)
+    spec, proc = stack.controller()
+    stop_group(proc.pid, timeout=1)  # SIGTERM, then SIGKILL: gone mid-rollout
+    stack.launcher.procs.remove((spec, proc))
+    time.sleep(2)
+    shares = {v: item["traffic_share"] for v, item in stack.versions().items() if item["traffic_share"]}
+    assert shares == {"5": 0.5, "2": 0.5}, "traffic stays on the step's live versions"
+    assert {stack.serve().status_code for _ in range(10)} == {200}
+    stack.launcher.start(spec, detach=True)
+    stack.wait_for("the promotion", lambda: stack.versions()["5"]["traffic_share"] == 1.0, timeout=40)
+    thread.join()
+    assert {r.code for r in results} == {200}
+    assert str(stack.registry.client.get_model_version_by_alias("tiny-emb", "champion").version) == "5"
