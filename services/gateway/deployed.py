@@ -64,9 +64,9 @@ class DeployedEndpoints:
                     model_dir = Path(state.versions[version].model_dir or "")
                     manifest = Manifest.load(model_dir)
                     tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length, buckets)
-                    cache[key] = ServedModel(
-                        name, version, manifest, tokenizer, TritonBackend(triton, name, manifest, version)
-                    )
+                    run_id = state.versions[version].lineage.get("run", {}).get("id")
+                    backend = TritonBackend(triton, name, manifest, version)
+                    cache[key] = ServedModel(name, version, manifest, tokenizer, backend, run_id)
                 models[version] = cache[key]
                 used.add(key)
             if models:

@@ -3,12 +3,14 @@ and read the lineage of a version back (run, parent pipeline run and its steps, 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import logging
 import subprocess
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,7 +81,7 @@ class ModelRegistry:
         location = None
         if self.uri.startswith("sqlite:"):  # else the default `./mlruns` relative to wherever the command ran
             self.settings.artifact_root.mkdir(parents=True, exist_ok=True)
-            location = self.settings.artifact_root.resolve().as_uri()
+            location = self.settings.artifact_uri
         return self.client.create_experiment(name, artifact_location=location)
 
     def register(
@@ -91,12 +93,7 @@ class ModelRegistry:
         with tempfile.TemporaryDirectory() as tmp:
             model_dir = Path(tmp) / ARTIFACT_PATH
             manifest = build(model_dir, checkpoint)
-            start = (
-                {"run_id": run_id}
-                if run_id
-                else {"experiment_id": self.experiment_id(), "run_name": f"register {name}"}
-            )
-            with self.mlflow.start_run(**start) as run:
+            with self._run(run_id, f"register {name}") as run:
                 self.mlflow.log_artifacts(str(model_dir), artifact_path=ARTIFACT_PATH)
                 self.mlflow.log_dict(manifest.source.model_dump(), "lineage/checkpoint.json")
                 self.mlflow.set_tags(
@@ -123,6 +120,15 @@ class ModelRegistry:
         log.info("registered %s version %s (run %s)", name, version.version, run_id)
         return {"name": name, "version": str(version.version), "run_id": run_id}
 
+    def _run(self, run_id: str | None, run_name: str):
+        """The run to log into: `run_id` (already active, as in a pipeline step, or resumed), else a new run."""
+        active = self.mlflow.active_run()
+        if run_id and active is not None and active.info.run_id == run_id:
+            return contextlib.nullcontext(active)
+        if run_id:
+            return self.mlflow.start_run(run_id=run_id)
+        return self.mlflow.start_run(experiment_id=self.experiment_id(), run_name=run_name)
+
     def log_dataset(self, dataset: DatasetRef) -> None:
         """The data set as an MLflow dataset input of the active run: name, digest, source, version."""
         from mlflow.data.dataset_source_registry import resolve_dataset_source
@@ -130,7 +136,9 @@ class ModelRegistry:
 
         if not dataset.path.is_file():
             raise ConfigurationError(f"data set {dataset.path} does not exist")
-        source = resolve_dataset_source(str(dataset.path.resolve()))
+        with warnings.catch_warnings():  # MLflow registers its local-file source twice and warns about it
+            warnings.simplefilter("ignore", UserWarning)
+            source = resolve_dataset_source(str(dataset.path.resolve()))
         entity = MetaDataset(source=source, name=dataset.name or dataset.path.stem, digest=dataset.digest)
         tags = {"version": dataset.version} if dataset.version else None
         self.mlflow.log_input(entity, context="training", tags=tags)

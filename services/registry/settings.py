@@ -27,3 +27,7 @@ class RegistrySettings(BaseSettings):
     @property
     def uri(self) -> str:
         return self.tracking_uri or f"sqlite:///{(RUN_DIR / 'mlflow' / 'mlflow.db').resolve()}"
+
+    @property
+    def artifact_uri(self) -> str:
+        return self.artifact_root.resolve().as_uri()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -49,11 +51,48 @@ def test_up_status_down_of_the_default_gateway_stack(tmp_path, tiny_model):
         assert "triton: running" in status.stderr and "gateway: running" in status.stderr
         response = httpx.post(f"http://127.0.0.1:{port}/serve/minilm", json={"text": "hello world"}, timeout=30)
         assert response.status_code == 200 and response.json()["model"] == "tiny-bert"
+        lifecycle_walkthrough(run_dir, port)
     finally:
         down = serving("down", run_dir=run_dir)
     assert down.returncode == 0 and "stopped" in down.stderr
     assert "nothing is running" in serving("status", run_dir=run_dir).stderr
     assert processes_mentioning(str(run_dir)) == [], "every process of the stack is gone"
+
+
+def lifecycle_walkthrough(run_dir: Path, port: int) -> None:
+    """The README's lifecycle example: train and register a classifier, deploy it by auto-update, follow its
+    lineage back to the pipeline run and the data set, see it in the MLflow UI."""
+    url = f"http://127.0.0.1:{port}"
+    trained = serving("train", "--epochs", "1", run_dir=run_dir)
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    registered = json.loads(trained.stdout)
+    assert registered["name"] == "sentiment" and registered["version"] == "1"
+    update = serving("model", "auto-update", "sentiment", "--name", "sentiment", "--url", url, run_dir=run_dir)
+    assert update.returncode == 0, update.stderr
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        answer = httpx.post(f"{url}/serve/sentiment", json={"text": "The food was wonderful."}, timeout=30)
+        if answer.status_code == 200:
+            break
+        time.sleep(0.5)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["label"] == "positive" and answer.headers["x-model-version"] == "1"
+    lineage = httpx.get(f"{url}/models/sentiment", timeout=10).json()["versions"][0]
+    assert lineage["pipeline"]["id"] == registered["pipeline_run_id"]
+    assert [step["name"] for step in lineage["pipeline"]["steps"]] == [
+        "1 prepare",
+        "2 train",
+        "3 evaluate",
+        "4 register",
+    ]
+    assert lineage["datasets"][0]["name"] == "sentiment" and len(lineage["datasets"][0]["digest"]) == 16
+    listed = serving("model", "list", "--json", "--url", url, run_dir=run_dir)
+    assert json.loads(listed.stdout)[0]["versions"][0]["state"] == "live"
+    ui_port = free_port()
+    ui = serving("registry", "--port", str(ui_port), run_dir=run_dir)
+    assert ui.returncode == 0, ui.stderr
+    models = httpx.get(f"http://127.0.0.1:{ui_port}/ajax-api/2.0/mlflow/registered-models/search", timeout=30)
+    assert [m["name"] for m in models.json()["registered_models"]] == ["sentiment"]
 
 
 def test_a_stack_that_cannot_start_fails_with_a_sentence(tmp_path):

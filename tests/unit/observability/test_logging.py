@@ -23,3 +23,28 @@ def test_json_log_lines_carry_request_and_trace_ids():
     entry = json.loads(stream.getvalue())
     assert entry["msg"] == "served 3 texts" and entry["level"] == "WARNING"
     assert entry["request_id"] == "req-1" and entry["trace_id"] == "abc" and entry["endpoint"] == "minilm"
+
+
+def test_log_lines_name_the_model_version_and_its_run_once_set():
+    import contextvars
+
+    from observability.logging import set_serving_model
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(ContextFilter())
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("test.model")
+    logger.addHandler(handler)
+    logger.propagate = False
+
+    def request() -> None:
+        set_serving_model("emb", "3", "run-abc")
+        logger.warning("inside")
+
+    contextvars.copy_context().run(request)
+    logger.warning("outside")
+    logger.removeHandler(handler)
+    inside, outside = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert (inside["endpoint"], inside["version"], inside["run_id"]) == ("emb", "3", "run-abc")
+    assert "version" not in outside, "another request's model never leaks into a line"

@@ -1,0 +1,30 @@
+"""The MLflow UI over the registry's store, as one more process for the launcher (`serving registry`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from services.launcher import ProcessSpec
+from services.registry.settings import RegistrySettings
+
+
+def ui_process(settings: RegistrySettings, host: str, port: int) -> ProcessSpec:
+    mlflow = str(Path(sys.executable).parent / "mlflow")
+    argv = [
+        mlflow,
+        "server",
+        "--backend-store-uri",
+        settings.uri,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    if settings.uri.startswith("sqlite:"):
+        argv += ["--default-artifact-root", settings.artifact_uri]
+    return ProcessSpec(
+        name="mlflow-ui", argv=argv, ports=[port], ready_url=f"http://127.0.0.1:{port}/health", stop_timeout=10
+    )
