@@ -225,3 +225,27 @@ def test_a_killed_controller_leaves_traffic_consistent_and_a_restarted_one_carri
     thread.join()
     assert {r.code for r in results} == {200}
     assert str(stack.registry.client.get_model_version_by_alias("tiny-emb", "champion").version) == "5"
+
+
+def test_a_gateway_without_a_built_in_model_starts_and_serves_deployed_endpoints(stack, tmp_path):
+    from tests.support.servers import start_http_stack
+
+    env = {
+        "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{stack.options.triton_ports.grpc}",
+        "GATEWAY_DEPLOYMENTS_FILE": str(stack.options.run_dir / "lifecycle" / "deployments.json"),
+    }
+    gateway = start_http_stack(
+        tmp_path,
+        stack.options.model_dir,
+        env=env | {"GATEWAY_MODEL_DIR": str(tmp_path / "none")},
+        app="services.gateway.app:create_app()",
+        env_prefix="GATEWAY_",
+    )
+    try:
+        with gateway.client() as client:
+            assert client.get("/health/ready").json()["endpoints"] == ["emb"]
+            assert client.post("/serve/emb", json={"text": "hello"}).status_code == 200
+            missing = client.post("/serve/minilm", json={"text": "hello"})
+            assert missing.status_code == 404 and "this server serves 'emb'" in missing.json()["error"]["message"]
+    finally:
+        gateway.launcher.stop_all()
