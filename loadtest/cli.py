@@ -42,8 +42,8 @@ def attack_command(
     texts: int = typer.Option(1, min=1, help="Texts per request."),
     rate: float = typer.Option(None, help="Requests per second (open loop). Omit for a closed loop."),
     concurrency: int = typer.Option(8, min=1, help="Closed loop: workers each with one request outstanding."),
-    duration: float = typer.Option(10.0, help="Seconds to attack."),
-    requests: int = typer.Option(None, help="Stop after this many requests."),
+    duration: float = typer.Option(None, help="Seconds to attack (default 10, or until --requests are done)."),
+    requests: int = typer.Option(None, min=1, help="Stop after this many requests (alone: run until they are done)."),
     timeout: float = typer.Option(30.0, help="Per-request timeout, seconds."),
     procs: int = typer.Option(1, min=1, help="Generator processes (open loop), when one cannot hold the rate."),
     engine_name: str = typer.Option("builtin", "--engine", help="builtin | ab | vegeta"),
@@ -60,6 +60,8 @@ def attack_command(
         if mix not in MIXES:
             raise typer.BadParameter(f"--mix must be one of {', '.join(MIXES)}")
         target_list = build_targets(url, format, MIXES[mix](max(200, texts * 50)), texts)
+    if duration is None and requests is None:
+        duration = 10.0
     spec = engine.AttackSpec(
         targets=target_list,
         rate=rate,
@@ -103,7 +105,8 @@ def attack_command(
         elif engine_name == "vegeta":
             stats = external.vegeta_attack(spec, on_result)
         else:
-            raise typer.BadParameter("--engine must be builtin, ab or vegeta")
+            raise typer.BadParameter(f"--engine must be builtin, ab or vegeta, not '{engine_name}'")
+    console.print(f"ended: {stats.ended_by(spec)}")
     for note in engine.warnings_for(spec, stats, procs):
         console.print(f"[bold red]WARNING:[/] {note}")
     if output:
@@ -158,6 +161,10 @@ def payloads_command(
     """Token-length histogram of each sentence mix."""
     from rich.table import Table
 
+    if not tokenizer.is_file():
+        raise FileNotFoundError(
+            f"no tokenizer at {tokenizer.resolve()}: build the model (`make model`) or pass --tokenizer FILE"
+        )
     histograms = {name: token_histogram(make(500), tokenizer) for name, make in MIXES.items()}
     table = Table("tokens", *histograms)
     for bin_name in next(iter(histograms.values())):
@@ -165,5 +172,12 @@ def payloads_command(
     Console().print(table)
 
 
+def main() -> None:
+    """The console script: user errors end in one line and exit code 2 (`--debug` for the traceback)."""
+    from services.common.cli import run
+
+    run(app)
+
+
 if __name__ == "__main__":
-    app()
+    main()

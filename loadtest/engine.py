@@ -62,6 +62,14 @@ class AttackStats:
         span = self.last_send - self.first_send
         return (self.sent - 1) / span if self.sent > 1 and span > 0 else float(self.sent)
 
+    def ended_by(self, spec: AttackSpec) -> str:
+        """Which limit ended the attack, for the report."""
+        if spec.requests is not None and self.sent >= spec.requests:
+            return f"--requests {spec.requests} (all sent)"
+        if spec.duration is not None:
+            return f"--duration {spec.duration:g}s ({self.sent} requests sent)"
+        return f"{self.sent} requests sent"
+
     @property
     def cpu_busy(self) -> float:
         return self.cpu_seconds / self.wall_seconds if self.wall_seconds else 0.0

@@ -14,20 +14,23 @@ from pathlib import Path
 from loadtest.engine import AttackSpec, AttackStats
 from loadtest.results import Result
 from loadtest.targets import write_vegeta_targets
+from services.common.errors import ConfigurationError
 
 
 def require(binary: str, hint: str) -> str:
     path = shutil.which(binary)
     if path is None:
-        raise RuntimeError(f"`{binary}` is not on PATH ({hint})")
+        raise ConfigurationError(f"`{binary}` is not on PATH: {hint}")
     return path
 
 
 def ab_attack(spec: AttackSpec, on_result) -> AttackStats:
     """Closed loop with `ab -c concurrency -n requests` on the first target; per-request times from `ab -g`."""
-    binary = require("ab", "Debian: apt-get install apache2-utils")
-    if spec.rate is not None or spec.requests is None:
-        raise ValueError("ab runs closed loop: give --concurrency and --requests, not --rate")
+    if spec.rate is not None:
+        raise ConfigurationError("--engine ab runs a closed loop: drop --rate and give --concurrency and --requests")
+    if spec.requests is None:
+        raise ConfigurationError("--engine ab needs --requests N (ab -n): how many requests to send")
+    binary = require("ab", "install Apache Bench (Debian: apt-get install apache2-utils)")
     target = spec.targets[0]
     with tempfile.TemporaryDirectory() as tmp:
         body, gnuplot = Path(tmp) / "body", Path(tmp) / "times.tsv"
@@ -81,9 +84,9 @@ def _ab_field(text: str, name: str) -> int:
 
 def vegeta_attack(spec: AttackSpec, on_result) -> AttackStats:
     """`vegeta attack -format=json -rate=R | vegeta encode --to json`, read back as results."""
-    binary = require("vegeta", "https://github.com/tsenart/vegeta releases; not installable from the registries here")
     if spec.rate is None:
-        raise ValueError("the vegeta engine runs open loop: give --rate")
+        raise ConfigurationError("--engine vegeta runs an open loop: give --rate")
+    binary = require("vegeta", "install it from its releases page, or use the built-in engine (--engine builtin)")
     with tempfile.TemporaryDirectory() as tmp:
         targets = Path(tmp) / "targets.json"
         write_vegeta_targets(spec.targets, targets)

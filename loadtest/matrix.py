@@ -26,6 +26,7 @@ from loadtest.results import Result, write_results
 from loadtest.sentences import MIXES
 from loadtest.stackrun import running_stack
 from loadtest.targets import build_targets
+from services.common.contract import Manifest
 
 console = Console(stderr=True)
 
@@ -168,7 +169,10 @@ def run_config(
         run.stack, model_dir, workers=run.workers, batching=run.batching, padding=run.padding
     ) as running:
         texts = MIXES[config.mix](max(200, 50 * config.texts_per_request))
-        targets = build_targets(running.base_url, running.request_format, texts, config.texts_per_request)
+        endpoint = Manifest.load(model_dir).endpoint_name
+        targets = build_targets(
+            running.base_url, running.request_format, texts, config.texts_per_request, endpoint=endpoint
+        )
         name = run.name
 
         def closed(seconds: float) -> engine.AttackSpec:

@@ -60,3 +60,23 @@ def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+def json_log_config() -> dict:
+    """A logging.config dict sending gunicorn's and uvicorn's loggers through the JSON formatter."""
+    handler = {
+        "class": "logging.StreamHandler",
+        "formatter": "json",
+        "filters": ["context"],
+        "stream": "ext://sys.stderr",
+    }
+    loggers = ("gunicorn.error", "gunicorn.access", "uvicorn", "uvicorn.error", "uvicorn.access")
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"context": {"()": ContextFilter}},
+        "formatters": {"json": {"()": JsonFormatter}},
+        "handlers": {"json": handler},
+        "root": {"level": "INFO", "handlers": ["json"]},
+        "loggers": {name: {"level": "INFO", "handlers": ["json"], "propagate": False} for name in loggers},
+    }

@@ -81,6 +81,12 @@ STAGE_LATENCY = Histogram(
 INFLIGHT = Gauge("serving_inflight_requests", "Requests being handled now", multiprocess_mode="livesum")
 TOKENS = Counter("serving_tokens_total", "Tokens processed (after truncation)")
 TRUNCATED = Counter("serving_truncated_texts_total", "Texts truncated to the model's maximum length")
+CONFIG_ERRORS = Gauge(
+    "serving_config_errors",
+    "Problems in a configuration file the server reads (its entries left out, or the whole file not applied)",
+    ["file"],
+    multiprocess_mode="max",
+)
 MODEL_INFO = Gauge(
     "serving_model_info",
     "The model being served (value 1)",

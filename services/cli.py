@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
+import httpx
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from services.common.errors import ServingError
 from services.gateway.cli import endpoints_app
@@ -17,17 +20,21 @@ model_app = typer.Typer(help="Export models to ONNX + tokenizer + manifest.", no
 app.add_typer(model_app, name="model")
 app.add_typer(endpoints_app, name="endpoints")
 register_commands(model_app, app)
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one message, one line
 
 
 def _fail(error: Exception) -> None:
     console.print(f"[bold red]error:[/] {error}")
-    raise typer.Exit(1)
+    raise typer.Exit(2)
 
 
 @model_app.command("build")
 def model_build(
-    out: Path = typer.Option(Path("build/model"), help="Where to write model.onnx, tokenizer.json, manifest.json."),
+    out: Path = typer.Option(
+        None,
+        help="Where to write model.onnx, tokenizer.json, manifest.json; default: build/model for the default model, "
+        "build/models/<name> for any other, so building one never replaces another.",
+    ),
     model_dir: Path = typer.Option(
         None,
         "--model-dir",
@@ -41,10 +48,13 @@ def model_build(
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from services.modelbuild.export import build
 
+    if out is None:
+        out = Path("build/model") if model_dir is None else Path("build/models") / (name or model_dir.resolve().name)
     try:
-        build(out, model_dir, name=name, version=version, force=force)
+        manifest = build(out, model_dir, name=name, version=version, force=force)
     except ServingError as error:
         _fail(error)
+    console.print(f"{manifest.name} ({manifest.task}) in {out}; served at /serve/{manifest.endpoint_name}")
 
 
 @model_app.command("tiny")
@@ -129,7 +139,15 @@ def up(
     except (ServingError, OSError) as error:
         launcher.stop_all()
         _fail(error)
+    from services.stacks import stack_info
+
+    (options.run_dir / "stack.json").write_text(json.dumps(stack_info(options), indent=2) + "\n")
     api_port = triton_http_port if stack == "triton" else port
+    if stack != "fastapi":
+        console.print(
+            f"note: the CUDA/NVML/DCGM errors in {options.run_dir / 'triton.log'} are Triton looking for a GPU;"
+            " harmless on a machine without one"
+        )
     console.print(
         f"STACK={stack} is up on port {api_port}" + ("; `make down` stops it" if detach else "; Ctrl-C stops it")
     )
@@ -163,16 +181,63 @@ def down(timeout: float = typer.Option(30.0, help="Seconds to drain before SIGKI
 
 
 @app.command()
-def status() -> None:
-    """List the processes `serving up` started and whether they run."""
-    from services.launcher import recorded
+def status(as_json: bool = typer.Option(False, "--json", help="JSON on stdout, for scripts.")) -> None:
+    """Every process `serving up` started (PID, ports, state, uptime), the model and endpoints served, the URLs."""
+    from services.launcher import RUN_DIR, process_status
 
-    processes = recorded()
+    processes = process_status(RUN_DIR)
+    info_file = RUN_DIR / "stack.json"
+    info = json.loads(info_file.read_text()) if processes and info_file.is_file() else {}
+    if info.get("urls", {}).get("api") and info.get("stack") != "triton":
+        try:
+            ready = httpx.get(info["urls"]["api"] + "/health/ready", timeout=3).json()
+            info["endpoints"], info["ready"] = ready.get("endpoints", []), ready.get("status") == "ready"
+            if ready.get("config_errors"):
+                info["config_errors"] = ready["config_errors"]
+        except (httpx.HTTPError, ValueError):
+            info["ready"] = False
+    report = {"processes": processes, **info}
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    out = Console()
     if not processes:
-        console.print("nothing is running")
-    for name, alive in processes.items():
-        console.print(f"{name}: {'running' if alive else 'dead'}")
+        out.print("nothing is running (`make up` starts a stack)")
+        return
+    table = Table("process", "pid", "state", "uptime", "ports", "log")
+    for row in processes:
+        uptime = f"{row['uptime_seconds']}s" if row.get("uptime_seconds") is not None else "-"
+        table.add_row(
+            row["name"],
+            str(row.get("pid", "?")),
+            row["state"],
+            uptime,
+            ",".join(map(str, row.get("ports", []))),
+            row.get("log") or "",
+        )
+    out.print(table)
+    if info:
+        model = info["model"]
+        out.print(
+            f"STACK={info['stack']} WORKERS={info['workers']} BATCHING={info['batching']}: "
+            f"{model['name']} v{model['version']} ({model['task']}) from {model['dir']}"
+        )
+        if "endpoints" in info:
+            out.print(
+                f"endpoints: {', '.join(info['endpoints']) or 'none'} ({'ready' if info.get('ready') else 'not ready'})"
+            )
+        for problem, message in info.get("config_errors", {}).items():
+            out.print(f"[red]not served[/] {problem}: {message}")
+        for name, url in info["urls"].items():
+            out.print(f"{name:>15}: {url}")
+
+
+def main() -> None:
+    """The console script: user errors end in one line and exit code 2 (`--debug` for the traceback)."""
+    from services.common.cli import run
+
+    run(app)
 
 
 if __name__ == "__main__":
-    app()
+    main()

@@ -7,6 +7,7 @@ started, from another shell.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -77,6 +78,15 @@ class Launcher:
         else:
             proc = subprocess.Popen(spec.argv, env=env, start_new_session=True)
         (self.run_dir / f"{spec.name}.pid").write_text(str(proc.pid))
+        meta = {
+            "name": spec.name,
+            "pid": proc.pid,
+            "ports": spec.ports,
+            "ready_url": spec.ready_url,
+            "started_at": time.time(),
+            "log": str(self.log_path(spec.name)) if detach else None,
+        }
+        (self.run_dir / f"{spec.name}.json").write_text(json.dumps(meta) + "\n")
         self.procs.append((spec, proc))
         return proc
 
@@ -123,6 +133,7 @@ class Launcher:
         for spec, proc in reversed(self.procs):
             stop_group(proc.pid, spec.stop_timeout)
             (self.run_dir / f"{spec.name}.pid").unlink(missing_ok=True)
+            (self.run_dir / f"{spec.name}.json").unlink(missing_ok=True)
         self.procs.clear()
 
     def wait_foreground(self) -> int:
@@ -201,6 +212,7 @@ def stop_recorded(run_dir: Path = RUN_DIR, timeout: float = 30.0) -> list[str]:
             stop_group(pid, timeout)
             stopped.append(pidfile.stem)
         pidfile.unlink(missing_ok=True)
+        pidfile.with_suffix(".json").unlink(missing_ok=True)
     return stopped
 
 
@@ -212,3 +224,21 @@ def recorded(run_dir: Path = RUN_DIR) -> dict[str, bool]:
         except ValueError:
             result[pidfile.stem] = False
     return result
+
+
+def process_status(run_dir: Path = RUN_DIR) -> list[dict]:
+    """Every process `serving up` recorded: name, pid, state, uptime, ports, readiness URL, log file."""
+    now = time.time()
+    rows = []
+    for name, alive in recorded(run_dir).items():
+        meta_file = run_dir / f"{name}.json"
+        meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {"name": name}
+        started = meta.get("started_at")
+        rows.append(
+            meta
+            | {
+                "state": "running" if alive else "dead",
+                "uptime_seconds": round(now - started) if started and alive else None,
+            }
+        )
+    return rows

@@ -34,6 +34,8 @@ class StackOptions:
     triton_ports: TritonPorts = TritonPorts()
     padding: str = "ragged"
     endpoints_file: Path = Path("endpoints.json")
+    endpoint: str | None = None
+    """Name of the built-in endpoint (`/serve/{endpoint}`); None: the model's (`Manifest.endpoint_name`)."""
     otlp_endpoint: str | None = None
     """Trace every service of the stack (OTLP/HTTP traces URL); None: tracing off."""
 
@@ -57,6 +59,8 @@ def http_service(
         "PROMETHEUS_MULTIPROC_DIR": _multiproc_dir(options, name),
         **(extra_env or {}),
     }
+    if options.endpoint:
+        env[f"{env_prefix}ENDPOINT"] = options.endpoint
     if options.otlp_endpoint:
         env[f"{env_prefix}OBSERVABILITY__TRACING"] = "true"
         env[f"{env_prefix}OBSERVABILITY__OTLP_ENDPOINT"] = options.otlp_endpoint
@@ -155,3 +159,33 @@ def triton_tracing_args(otlp_endpoint: str | None) -> list[str]:
         f"--trace-config=opentelemetry,url={otlp_endpoint}",
         "--trace-config=opentelemetry,resource=service.name=triton",
     ]
+
+
+def stack_info(options: StackOptions) -> dict:
+    """What `serving status` shows about a stack besides its processes: the model, the knobs, the URLs to call."""
+    manifest = Manifest.load(options.model_dir)
+    api = f"http://127.0.0.1:{options.triton_ports.http if options.stack == 'triton' else options.port}"
+    urls = {"api": api}
+    if options.stack == "triton":
+        urls["infer"] = f"{api}/v2/models/ensemble/infer"
+    else:
+        urls |= {
+            "serve": f"{api}/serve/{options.endpoint or manifest.endpoint_name}",
+            "openai": f"{api}/v1/embeddings",
+            "metrics": f"{api}/metrics",
+            "docs": f"{api}/docs",
+        }
+    if options.stack != "fastapi":
+        urls["triton_metrics"] = f"http://127.0.0.1:{options.triton_ports.metrics}/metrics"
+    return {
+        "stack": options.stack,
+        "workers": options.workers,
+        "batching": "on" if options.batching else "off",
+        "model": {
+            "name": manifest.name,
+            "version": manifest.version,
+            "task": manifest.task,
+            "dir": str(options.model_dir.resolve()),
+        },
+        "urls": urls,
+    }

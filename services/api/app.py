@@ -68,14 +68,15 @@ def create_app(
         builtin = None
         if manifest is not None:
             tokenizer = TextTokenizer(settings.model_dir / TOKENIZER_FILE, manifest.max_seq_length, stack.buckets)
-            builtin = ServedModel(settings.endpoint, manifest.version, manifest, tokenizer, stack.backend)
+            endpoint = settings.endpoint or manifest.endpoint_name
+            builtin = ServedModel(endpoint, manifest.version, manifest, tokenizer, stack.backend)
             metrics.MODEL_INFO.labels(manifest.name, manifest.version, manifest.task).set(1)
             log.info(
                 "serving %s v%s (%s) on endpoint '%s'",
                 manifest.name,
                 manifest.version,
                 manifest.task,
-                settings.endpoint,
+                endpoint,
             )
         await stack.backend.start()
         await stack.endpoints.start()

@@ -153,6 +153,8 @@ async def ready(request: Request) -> JSONResponse:
     dataplane = _dataplane(request)
     ok = await dataplane.is_ready()
     body = {"status": "ready" if ok else "not ready", "endpoints": dataplane.endpoint_names()}
+    if errors := dataplane.endpoints.errors():
+        body["config_errors"] = errors  # the valid endpoints are served; these are not
     if dataplane.builtin:
         body |= {"model": dataplane.builtin.model.manifest.name, "version": dataplane.builtin.model.version}
     return JSONResponse(body, status_code=200 if ok else 503, headers=None if ok else {"Retry-After": "1"})

@@ -78,6 +78,9 @@ class EndpointResolver(Protocol):
     def names(self) -> list[str]:
         """Every endpoint it serves now (for 404 messages)."""
 
+    def errors(self) -> dict[str, str]:
+        """Configuration problems: what is not served, and why (for readiness and status output)."""
+
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
@@ -91,6 +94,9 @@ class NoConfiguredEndpoints:
 
     def names(self) -> list[str]:
         return []
+
+    def errors(self) -> dict[str, str]:
+        return {}
 
     async def start(self) -> None:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -34,6 +35,8 @@ NUMPY_DTYPES: dict[str, type] = {
 }
 
 Task = Literal["embedding", "classification"]
+# Endpoint names of well-known models; any other model's endpoint is its name in lower case (`Manifest.endpoint_name`).
+SHORT_NAMES = {"all-MiniLM-L6-v2": "minilm"}
 
 
 class TensorSpec(BaseModel):
@@ -90,6 +93,11 @@ class Manifest(BaseModel):
     @property
     def input_names(self) -> list[str]:
         return [spec.name for spec in self.inputs]
+
+    @property
+    def endpoint_name(self) -> str:
+        """The endpoint a server names this model by unless told otherwise."""
+        return SHORT_NAMES.get(self.name) or re.sub(r"[^a-z0-9._-]+", "-", self.name.lower()).strip("-") or "model"
 
     @property
     def output_dim(self) -> int:

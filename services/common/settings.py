@@ -32,8 +32,9 @@ class ApiSettings(BaseSettings):
 
     model_dir: Path = Path("build/model")
     """Exported model directory (model.onnx, tokenizer.json, manifest.json), written by `serving model build`."""
-    endpoint: str = "minilm"
-    """Endpoint name in `/serve/{endpoint}`."""
+    endpoint: str | None = None
+    """Endpoint name in `/serve/{endpoint}`; default: the model's short name (`minilm` for all-MiniLM-L6-v2, else
+    the model's name in lower case)."""
     host: str = "0.0.0.0"
     port: int = 8080
     workers: int = Field(1, ge=1)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one message, one line
 endpoints_app = typer.Typer(
     help="Edit the gateway's endpoint file; running workers pick changes up without a restart.", no_args_is_help=True
 )
@@ -61,23 +61,46 @@ def endpoints_add(
     output: list[str] = typer.Option([], "--output", help="NAME:DTYPE:SHAPE, repeat for several outputs."),
     file: Path = ENDPOINTS_FILE,
 ) -> None:
-    """Add or replace an endpoint."""
+    """Add or replace an endpoint. The whole resulting file is checked as the gateway checks it (preprocess files
+    imported, models opened); an invalid change is refused and the file is left as it was."""
+    from pydantic import ValidationError
+
+    from services.gateway.custom import validate_file
     from services.gateway.endpoints import EndpointConfig, EndpointsFile
 
-    config = EndpointConfig(
-        engine=engine,
-        model=model,
-        model_version=model_version,
-        version=version,
-        preprocess=str(preprocess.resolve()) if preprocess else None,
-        model_file=model_file,
-        inputs=[_tensor(t) for t in input],
-        outputs=[_tensor(t) for t in output],
-    )
+    try:
+        config = EndpointConfig(
+            engine=engine,
+            model=model,
+            model_version=model_version,
+            version=version,
+            preprocess=str(preprocess.resolve()) if preprocess else None,
+            model_file=model_file,
+            inputs=[_tensor(t) for t in input],
+            outputs=[_tensor(t) for t in output],
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        _refuse(f"--{'-'.join(str(p) for p in error['loc'])}: {error['msg']}")
     endpoints = EndpointsFile.read(file)
     endpoints.endpoints[name] = config
+    problems = validate_file(endpoints, file.resolve().parent)
+    if problems:
+        _refuse(
+            "; ".join(
+                f"{endpoint}: {problem}" if endpoint not in problem else problem
+                for endpoint, problem in problems.items()
+            )
+            + f" ({file} not changed"
+            + ("; fix or remove the other entries first)" if set(problems) - {name} else ")")
+        )
     endpoints.write(file)
     console.print(f"endpoint '{name}' written to {file}")
+
+
+def _refuse(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)
 
 
 @endpoints_app.command("remove")
@@ -86,8 +109,7 @@ def endpoints_remove(name: str = typer.Argument(...), file: Path = ENDPOINTS_FIL
     from services.gateway.endpoints import EndpointsFile
 
     endpoints = EndpointsFile.read(file)
-    if endpoints.endpoints.pop(name, None) is None:
-        console.print(f"[bold red]error:[/] no endpoint '{name}' in {file}")
-        raise typer.Exit(1)
+    if endpoints.endpoints.pop(name, None) is None and endpoints.invalid.pop(name, None) is None:
+        _refuse(f"no endpoint '{name}' in {file}")
     endpoints.write(file)
     console.print(f"endpoint '{name}' removed from {file}")

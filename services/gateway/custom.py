@@ -98,11 +98,33 @@ class ConfiguredEndpoint:
         return outputs[names[0]] if len(names) == 1 else [outputs[n] for n in names]
 
 
-class EndpointRegistry:
-    """An immutable set of configured endpoints, built in one go from the endpoint file."""
+def check_config(name: str, config: EndpointConfig) -> None:
+    """What the configuration itself must say, with the fix; raised as ConfigurationError."""
+    if config.engine != "custom" and not config.outputs:
+        raise ConfigurationError(
+            f"endpoint '{name}': field 'outputs' is empty: declare the model's outputs "
+            "(`--output NAME:DTYPE:SHAPE`, e.g. --output embedding:FP32:-1,384)"
+        )
+    if config.engine == "triton" and not config.model:
+        raise ConfigurationError(f"endpoint '{name}': field 'model' is empty: name the Triton model (`--model NAME`)")
+    if config.engine == "onnxruntime" and not config.model:
+        raise ConfigurationError(
+            f"endpoint '{name}': field 'model' is empty: give the exported model directory (`--model DIR`)"
+        )
+    if config.engine == "custom" and not config.preprocess:
+        raise ConfigurationError(
+            f"endpoint '{name}': engine 'custom' needs field 'preprocess': a file whose class Preprocess has "
+            "process() (`--preprocess FILE`)"
+        )
 
-    def __init__(self, endpoints: dict[str, ConfiguredEndpoint]):
+
+class EndpointRegistry:
+    """An immutable set of configured endpoints, built from the endpoint file one entry at a time: an entry that
+    fails is left out (and reported in `errors`), the others are served."""
+
+    def __init__(self, endpoints: dict[str, ConfiguredEndpoint], errors: dict[str, str] | None = None):
         self.endpoints = endpoints
+        self.errors = errors or {}
 
     def get(self, name: str) -> ConfiguredEndpoint | None:
         return self.endpoints.get(name)
@@ -112,22 +134,33 @@ class EndpointRegistry:
 
     @classmethod
     def build(cls, file: EndpointsFile, triton: TritonClient, serving_url: str, base_dir: Path) -> EndpointRegistry:
-        endpoints = {}
+        endpoints, errors = {}, dict(file.invalid)
         for name, config in file.endpoints.items():
-            if config.engine != "custom" and not config.outputs:
-                raise ConfigurationError(f"endpoint '{name}' declares no outputs")
-            if config.engine == "triton" and not config.model:
-                raise ConfigurationError(f"endpoint '{name}' uses the triton engine but names no model")
-            preprocess = None
-            if config.preprocess:
-                preprocess = UserPreprocess(
-                    base_dir / config.preprocess, config, model_file=config.model_file, serving_url=serving_url
-                )
-            if config.engine == "custom" and not (preprocess and preprocess.has("process")):
-                raise ConfigurationError(f"endpoint '{name}' is custom but its Preprocess has no process()")
-            onnx = None
-            if config.engine == "onnxruntime":
-                model_dir = base_dir / (config.model or "")
-                onnx = OnnxModel(model_dir, Manifest.load(model_dir))
-            endpoints[name] = ConfiguredEndpoint(name, config, triton, preprocess, onnx)
-        return cls(endpoints)
+            try:
+                endpoints[name] = cls._endpoint(name, config, triton, serving_url, base_dir)
+            except Exception as exc:  # noqa: BLE001 - user code and model files fail in every way; report, go on
+                errors[name] = exc.message if isinstance(exc, ServingError) else f"{type(exc).__name__}: {exc}"
+        return cls(endpoints, errors)
+
+    @staticmethod
+    def _endpoint(name, config: EndpointConfig, triton, serving_url: str, base_dir: Path) -> ConfiguredEndpoint:
+        check_config(name, config)
+        preprocess = None
+        if config.preprocess:
+            preprocess = UserPreprocess(
+                base_dir / config.preprocess, config, model_file=config.model_file, serving_url=serving_url
+            )
+        if config.engine == "custom" and not preprocess.has("process"):
+            raise ConfigurationError(f"endpoint '{name}' is custom but its Preprocess has no process()")
+        onnx = None
+        if config.engine == "onnxruntime":
+            model_dir = base_dir / (config.model or "")
+            onnx = OnnxModel(model_dir, Manifest.load(model_dir))
+        return ConfiguredEndpoint(name, config, triton, preprocess, onnx)
+
+
+def validate_file(file: EndpointsFile, base_dir: Path) -> dict[str, str]:
+    """Every problem the gateway would find in `file`, found the same way (preprocess files are imported and
+    `load` is called, onnxruntime models are opened), without a running Triton."""
+    offline = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)  # never called while building
+    return EndpointRegistry.build(file, offline, "http://127.0.0.1:1/serve", base_dir).errors

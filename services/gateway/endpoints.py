@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from observability import metrics
 from services.common.contract import TensorSpec
 from services.common.errors import ConfigurationError
 
@@ -45,21 +46,38 @@ class EndpointConfig(BaseModel):
 
 class EndpointsFile(BaseModel):
     endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
+    invalid: dict[str, str] = Field(default_factory=dict, exclude=True)
+    """Entries that failed validation, with what to fix; the valid ones are still served."""
 
     @classmethod
     def read(cls, path: Path) -> EndpointsFile:
+        """Each entry validated on its own: one bad entry never hides the others. A file that is not a JSON object
+        of endpoints at all is a ConfigurationError."""
         if not path.is_file():
             return cls()
         try:
-            return cls.model_validate_json(path.read_text())
-        except ValidationError as exc:
-            raise ConfigurationError(f"endpoint file {path} is invalid: {exc}") from None
+            raw = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"endpoint file {path} is not valid JSON: {exc}") from None
+        entries = raw.get("endpoints", {}) if isinstance(raw, dict) else None
+        if not isinstance(entries, dict):
+            raise ConfigurationError(f'endpoint file {path} must be an object {{"endpoints": {{NAME: {{...}}}}}}')
+        endpoints, invalid = {}, {}
+        for name, entry in entries.items():
+            try:
+                endpoints[name] = EndpointConfig.model_validate(entry)
+            except ValidationError as exc:
+                error = exc.errors()[0]
+                field = ".".join(str(part) for part in error["loc"]) or "(entry)"
+                invalid[name] = f"field '{field}': {error['msg']}"
+        return cls(endpoints=endpoints, invalid=invalid)
 
     def write(self, path: Path) -> None:
         """Atomic replace, so a worker never reads a half-written file."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.model_dump(exclude_defaults=True), indent=2) + "\n")
+        entries = {name: config.model_dump(exclude_defaults=True) for name, config in self.endpoints.items()}
+        tmp.write_text(json.dumps({"endpoints": entries}, indent=2) + "\n")
         os.replace(tmp, path)
 
 
@@ -80,7 +98,14 @@ class FileWatcher:
         self.load = load  # Path -> registry with get(name) and names()
         self.interval = interval
         self.stamp = file_stamp(path)
-        self.current = load(path)
+        self.error: str | None = None
+        try:
+            self.current = load(path)
+        except Exception as exc:  # noqa: BLE001 - start serving what else there is; report the file's problem
+            self.current = EmptyRegistry()
+            self.error = str(exc)
+            log.error("%s not applied: %s", path, exc)
+        self._report()
         self._task: asyncio.Task | None = None
 
     def resolve(self, name: str):
@@ -88,6 +113,16 @@ class FileWatcher:
 
     def names(self) -> list[str]:
         return self.current.names()
+
+    def errors(self) -> dict[str, str]:
+        """What is wrong with the file (key: its path) or with entries in it (key: the endpoint)."""
+        errors = dict(getattr(self.current, "errors", {}))
+        if self.error:
+            errors[str(self.path)] = f"{self.error} (still serving the previous configuration)"
+        return errors
+
+    def _report(self) -> None:
+        metrics.CONFIG_ERRORS.labels(self.path.name).set(len(self.errors()))
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -109,12 +144,23 @@ class FileWatcher:
             registry = await asyncio.to_thread(self.load, self.path)
         except Exception as exc:  # noqa: BLE001 - keep serving the last good configuration
             log.error("%s not applied, still serving the previous configuration: %s", self.path, exc)
-            self.stamp = stamp
+            self.stamp, self.error = stamp, str(exc)
+            self._report()
             return False
-        self.current = registry
-        self.stamp = stamp
+        self.current, self.stamp, self.error = registry, stamp, None
+        self._report()
+        for name, problem in getattr(registry, "errors", {}).items():
+            log.error("%s: endpoint '%s' not served: %s", self.path, name, problem)
         log.info("configuration reloaded from %s", self.path)
         return True
+
+
+class EmptyRegistry:
+    def get(self, name: str):
+        return None
+
+    def names(self) -> list[str]:
+        return []
 
 
 class ChainedResolver:
@@ -132,6 +178,9 @@ class ChainedResolver:
 
     def names(self) -> list[str]:
         return [name for resolver in self.resolvers for name in resolver.names()]
+
+    def errors(self) -> dict[str, str]:
+        return {key: error for resolver in self.resolvers for key, error in resolver.errors().items()}
 
     async def start(self) -> None:
         for resolver in self.resolvers:

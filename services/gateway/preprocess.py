@@ -47,11 +47,14 @@ class UserPreprocess:
         cls = load_preprocess_class(path)
         self.serving_url = serving_url.rstrip("/")
         cls.send_request = _send_request_factory(self.serving_url)
-        self.instance = cls()
-        self.instance.model_endpoint = endpoint_config
-        self.model = None
-        if callable(getattr(self.instance, "load", None)):
-            self.model = self.instance.load(model_file)
+        try:
+            self.instance = cls()
+            self.instance.model_endpoint = endpoint_config
+            self.model = None
+            if callable(getattr(self.instance, "load", None)):
+                self.model = self.instance.load(model_file)
+        except Exception as exc:
+            raise ConfigurationError(f"preprocess file {path}: Preprocess() or its load() failed: {exc}") from exc
 
     def has(self, method: str) -> bool:
         return callable(getattr(self.instance, method, None))

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from services.launcher import RUN_DIR
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one message, one line
 URL = typer.Option("http://127.0.0.1:8080", "--url", help="The gateway.")
 TOKEN = typer.Option(None, "--token", help="Admin token (default: GATEWAY_ADMIN_TOKEN, else run/admin-token).")
 

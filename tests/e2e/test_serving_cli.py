@@ -47,15 +47,26 @@ def test_up_status_down_of_the_default_gateway_stack(tmp_path, tiny_model):
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         assert "STACK=clearml is up" in up.stderr
-        status = serving("status", run_dir=run_dir)
-        assert "triton: running" in status.stderr and "gateway: running" in status.stderr
-        response = httpx.post(f"http://127.0.0.1:{port}/serve/minilm", json={"text": "hello world"}, timeout=30)
+        status = json.loads(serving("status", "--json", run_dir=run_dir).stdout)
+        processes = {p["name"]: p for p in status["processes"]}
+        assert {name: p["state"] for name, p in processes.items()} == {
+            "triton": "running",
+            "gateway": "running",
+            "controller": "running",
+        }
+        assert processes["gateway"]["ports"] == [port] and processes["gateway"]["uptime_seconds"] >= 0
+        assert status["model"]["name"] == "tiny-bert" and status["endpoints"] == ["tiny-bert"]
+        # the endpoint takes the model's name: this is not all-MiniLM-L6-v2, so it is not /serve/minilm
+        assert status["urls"]["serve"] == f"http://127.0.0.1:{port}/serve/tiny-bert"
+        response = httpx.post(status["urls"]["serve"], json={"text": "hello world"}, timeout=30)
         assert response.status_code == 200 and response.json()["model"] == "tiny-bert"
+        table = serving("status", run_dir=run_dir).stdout
+        assert "gateway" in table and "running" in table and "/serve/tiny-bert" in table
         lifecycle_walkthrough(run_dir, port)
     finally:
         down = serving("down", run_dir=run_dir)
     assert down.returncode == 0 and "stopped" in down.stderr
-    assert "nothing is running" in serving("status", run_dir=run_dir).stderr
+    assert "nothing is running" in serving("status", run_dir=run_dir).stdout
     assert processes_mentioning(str(run_dir)) == [], "every process of the stack is gone"
 
 
@@ -97,5 +108,5 @@ def lifecycle_walkthrough(run_dir: Path, port: int) -> None:
 
 def test_a_stack_that_cannot_start_fails_with_a_sentence(tmp_path):
     result = serving("up", "--detach", "--stack", "kserve", "--model-dir", str(tmp_path), run_dir=tmp_path / "run")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "unknown STACK 'kserve'" in result.stderr and "Traceback" not in result.stderr

@@ -39,6 +39,9 @@ def start_http_stack(
 ) -> Server:
     port = free_port()
     options = StackOptions(workers=workers, host="127.0.0.1", port=port, model_dir=model_dir, run_dir=tmp_path)
+    # Tests call the built-in endpoint `minilm` whatever the model, as the README's examples do; by default a server
+    # names it after its model (tests/e2e checks that).
+    env = {f"{env_prefix}ENDPOINT": "minilm", **(env or {})}
     spec = http_service(options, name="api", app=app, env_prefix=env_prefix, extra_env=env)
     spec.stop_timeout = 15
     launcher = Launcher(tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -354,3 +355,35 @@ def test_v2_routes_refuse_unknown_models_and_versions(gateway):
             assert client.get(path).status_code == 404, path
         big = client.post("/v2/models/minilm/infer", content=b"x" * ((1 << 20) + 1))
         assert big.status_code == 413
+
+
+def test_a_hand_corrupted_endpoint_file_leaves_the_valid_endpoints_serving_and_says_why(gateway, tmp_path):
+    endpoints_file = gateway.launcher.run_dir / "endpoints.json"
+    custom = tmp_path / "custom.py"
+    custom.write_text(ASYNC_CUSTOM_PREPROCESS)
+    endpoints_file.write_text(
+        json.dumps(
+            {
+                "endpoints": {
+                    "double": {"engine": "custom", "preprocess": str(custom)},
+                    "ort": {"engine": "onnxruntime", "model": "build/model"},
+                    "typo": {"engine": "tensorflow"},
+                }
+            }
+        )
+    )
+    with gateway.client() as client:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and client.post("/serve/double", json={"x": [1]}).status_code != 200:
+            time.sleep(0.2)
+        time.sleep(1)  # every worker has reloaded
+        for _ in range(4):
+            assert client.post("/serve/double", json={"x": [1, 2]}).json() == {"y": [2, 4]}
+            ready = client.get("/health/ready").json()
+            assert "field 'outputs' is empty" in ready["config_errors"]["ort"]
+            assert "field 'engine'" in ready["config_errors"]["typo"]
+        missing = client.post("/serve/ort", json={"text": "x"})
+        assert missing.status_code == 404
+        assert "'minilm', 'double'" in missing.json()["error"]["message"]
+        assert 'serving_config_errors{file="endpoints.json"} 2.0' in client.get("/metrics").text
+    endpoints_file.write_text('{"endpoints": {}}')

@@ -1,4 +1,6 @@
 import json
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,3 +47,10 @@ def test_reference_outputs_are_looked_up_by_text(tmp_path):
     assert reference.output_of("b").tolist() == [0.0, 1.0]
     with pytest.raises(ValueError):
         reference.output_of("not recorded")
+
+
+def test_endpoint_names_are_the_models_own():
+    manifest = Manifest.load(unit_model_dir(Path(tempfile.mkdtemp()) / "m"))
+    assert manifest.endpoint_name == "unit-embedding"
+    assert manifest.model_copy(update={"name": "all-MiniLM-L6-v2"}).endpoint_name == "minilm"
+    assert manifest.model_copy(update={"name": "My Model/v2"}).endpoint_name == "my-model-v2"

@@ -39,9 +39,18 @@ def test_missing_file_is_no_endpoints_and_write_is_atomic(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
-def test_an_invalid_file_is_a_configuration_error_naming_it(tmp_path):
+def test_a_bad_entry_is_reported_and_the_others_are_kept(tmp_path):
     path = tmp_path / "endpoints.json"
-    path.write_text('{"endpoints": {"a": {"engine": "tensorflow"}}}')
+    path.write_text('{"endpoints": {"a": {"engine": "tensorflow"}, "b": {"engine": "custom"}}}')
+    read = EndpointsFile.read(path)
+    assert list(read.endpoints) == ["b"]
+    assert read.invalid == {"a": "field 'engine': Input should be 'triton', 'onnxruntime' or 'custom'"}
+
+
+@pytest.mark.parametrize("text", ["{ not json", "[1, 2]", '{"endpoints": [1]}'])
+def test_a_file_that_is_not_an_endpoint_object_is_a_configuration_error_naming_it(tmp_path, text):
+    path = tmp_path / "endpoints.json"
+    path.write_text(text)
     with pytest.raises(ConfigurationError, match=str(path)):
         EndpointsFile.read(path)
 
@@ -60,6 +69,7 @@ def test_watcher_swaps_in_a_changed_file_and_keeps_the_last_good_one(tmp_path):
         path.write_text("{ not json")
         assert not await watcher.check()
         assert watcher.resolve("b") == "b", "still serving the previous configuration"
+        assert "not valid JSON" in watcher.errors()[str(path)]
 
     asyncio.run(scenario())
 

@@ -1,0 +1,27 @@
+"""How the project's command-line tools end on a user error: one line saying what is wrong and what to do, exit
+code 2, no traceback (`--debug` anywhere on the command line shows it)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from services.common.errors import ServingError
+
+# What a user can cause and fix: bad settings or files, missing files or binaries, values out of range.
+USER_ERRORS = (ServingError, OSError, ValueError)
+
+
+def run(app: Callable[[], object]) -> None:
+    debug = "--debug" in sys.argv
+    if debug:
+        sys.argv.remove("--debug")
+    try:
+        app()
+    except USER_ERRORS as exc:
+        if debug:
+            raise
+        message = exc.message if isinstance(exc, ServingError) else str(exc) or type(exc).__name__
+        print(f"error: {message}", file=sys.stderr)
+        print("(run again with --debug for the traceback)", file=sys.stderr)
+        raise SystemExit(2) from None
