@@ -72,6 +72,9 @@ def attack_command(
         name=mix,
         trace_ratio=trace_ratio,
     )
+    if engine_name not in ("builtin", "ab", "vegeta"):
+        raise typer.BadParameter(f"--engine must be builtin, ab or vegeta, not '{engine_name}'")
+    external.check(engine_name, spec)
     labels = {"rate": str(rate or 0), **_labels(label)}
     observe = None
     if metrics_port:

@@ -24,13 +24,26 @@ def require(binary: str, hint: str) -> str:
     return path
 
 
+def check(engine: str, spec: AttackSpec) -> str | None:
+    """Refuse an attack the engine cannot run, before anything starts; returns the engine's binary (or None)."""
+    if engine == "ab":
+        if spec.rate is not None:
+            raise ConfigurationError(
+                "--engine ab runs a closed loop: drop --rate and give --concurrency and --requests"
+            )
+        if spec.requests is None:
+            raise ConfigurationError("--engine ab needs --requests N (ab -n): how many requests to send")
+        return require("ab", "install Apache Bench (Debian: apt-get install apache2-utils)")
+    if engine == "vegeta":
+        if spec.rate is None:
+            raise ConfigurationError("--engine vegeta runs an open loop: give --rate")
+        return require("vegeta", "install it from its releases page, or use the built-in engine (--engine builtin)")
+    return None
+
+
 def ab_attack(spec: AttackSpec, on_result) -> AttackStats:
     """Closed loop with `ab -c concurrency -n requests` on the first target; per-request times from `ab -g`."""
-    if spec.rate is not None:
-        raise ConfigurationError("--engine ab runs a closed loop: drop --rate and give --concurrency and --requests")
-    if spec.requests is None:
-        raise ConfigurationError("--engine ab needs --requests N (ab -n): how many requests to send")
-    binary = require("ab", "install Apache Bench (Debian: apt-get install apache2-utils)")
+    binary = check("ab", spec)
     target = spec.targets[0]
     with tempfile.TemporaryDirectory() as tmp:
         body, gnuplot = Path(tmp) / "body", Path(tmp) / "times.tsv"
@@ -84,9 +97,7 @@ def _ab_field(text: str, name: str) -> int:
 
 def vegeta_attack(spec: AttackSpec, on_result) -> AttackStats:
     """`vegeta attack -format=json -rate=R | vegeta encode --to json`, read back as results."""
-    if spec.rate is None:
-        raise ConfigurationError("--engine vegeta runs an open loop: give --rate")
-    binary = require("vegeta", "install it from its releases page, or use the built-in engine (--engine builtin)")
+    binary = check("vegeta", spec)
     with tempfile.TemporaryDirectory() as tmp:
         targets = Path(tmp) / "targets.json"
         write_vegeta_targets(spec.targets, targets)
