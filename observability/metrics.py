@@ -124,6 +124,39 @@ def endpoint_request(endpoint: str, version: str) -> Iterator[None]:
         ENDPOINT_LATENCY.labels(endpoint, version).observe(time.perf_counter() - start)
 
 
+# Built-in input and output statistics per endpoint and version (services.monitoring.builtin).
+TEXTS_PER_REQUEST = Histogram(
+    "serving_endpoint_texts_per_request",
+    "Texts in one request",
+    ["endpoint", "version"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+)
+TOKEN_LENGTH = Histogram(
+    "serving_endpoint_token_length",
+    "Tokens per text after truncation",
+    ["endpoint", "version"],
+    buckets=(4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512),
+)
+ENDPOINT_TEXTS = Counter("serving_endpoint_texts_total", "Texts processed", ["endpoint", "version"])
+ENDPOINT_TRUNCATED = Counter(
+    "serving_endpoint_truncated_texts_total", "Texts truncated to the model's maximum length", ["endpoint", "version"]
+)
+EMBEDDING_NORM = Histogram(
+    "serving_endpoint_embedding_norm",
+    "L2 norm of each returned embedding (embedding models)",
+    ["endpoint", "version"],
+    buckets=(0.5, 0.8, 0.9, 0.95, 0.99, 1.01, 1.05, 1.1, 1.25, 1.5, 2, 5, 10, 20, 50),
+)
+PREDICTED_LABEL = Counter(
+    "serving_endpoint_predicted_label_total", "Predicted labels (classifiers)", ["endpoint", "version", "label"]
+)
+TOP_SCORE = Histogram(
+    "serving_endpoint_top_score",
+    "Probability of the predicted label (classifiers)",
+    ["endpoint", "version"],
+    buckets=(0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0),
+)
+
 _STAGE_CHILDREN: dict = {}
 
 
