@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import typer
@@ -19,6 +20,23 @@ app = typer.Typer(
     help="Open-loop (Vegeta-style) and closed-loop (ab-style) load tests of the serving stacks.", no_args_is_help=True
 )
 console = Console(stderr=True)
+
+
+def run_log() -> logging.Logger:
+    """JSON lines into the running stack's log directory (run/logs/loadtest.log), beside the servers' own, so
+    `serving logs` shows what the load generator did when; nowhere when no stack has written logs there."""
+    from observability.logging import JsonFormatter
+    from services.launcher import RUN_DIR
+
+    log = logging.getLogger("loadtest")
+    log_dir = RUN_DIR / "logs"
+    if not log.handlers and log_dir.is_dir():
+        handler = logging.FileHandler(log_dir / "loadtest.log")
+        handler.setFormatter(JsonFormatter(service="loadtest"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -110,8 +128,16 @@ def attack_command(
         else:
             raise typer.BadParameter(f"--engine must be builtin, ab or vegeta, not '{engine_name}'")
     console.print(f"ended: {stats.ended_by(spec)}")
+    log = run_log()
+    log.info(
+        "attack %s ended by %s",
+        spec.name,
+        stats.ended_by(spec),
+        extra={"url": spec.targets[0].url, "requests": stats.sent, "rate": rate, "concurrency": concurrency},
+    )
     for note in engine.warnings_for(spec, stats, procs):
         console.print(f"[bold red]WARNING:[/] {note}")
+        log.warning(note)
     if output:
         write_results(sorted(results, key=lambda r: r.seq), output)
     if not results:

@@ -74,6 +74,7 @@ def running_stack(
             padding=padding,
             triton_ports=TritonPorts(free_port(), free_port(), free_port()),
             endpoints_file=Path(run_dir) / "endpoints.json",
+            log_json=True,
         )
         launcher = Launcher(Path(run_dir))
         try:

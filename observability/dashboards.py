@@ -249,7 +249,136 @@ def serving() -> dict:
     )
 
 
-DASHBOARDS = {"loadtest.json": loadtest, "triton.json": triton, "serving.json": serving}
+def models() -> dict:
+    """Per endpoint and version: traffic split (a canary's share), latency, errors, built-in input and output
+    statistics, declared custom statistics and drift scores."""
+    sel = 'endpoint=~"$endpoint"'
+    by = "endpoint, version"
+    rate = "[$__rate_interval]"
+    return dashboard(
+        "models",
+        "Models: versions, traffic split, statistics, drift",
+        [
+            panel(
+                "Traffic share by version",
+                [
+                    (
+                        f"sum by ({by}) (rate(serving_endpoint_requests_total{{{sel}}}{rate})) / ignoring(version) "
+                        f"group_left sum by (endpoint) (rate(serving_endpoint_requests_total{{{sel}}}{rate}))",
+                        "{{endpoint}} v{{version}}",
+                    ),
+                ],
+                "percentunit",
+                0,
+                0,
+            ),
+            panel(
+                "Latency by version (p50, p99)",
+                [
+                    (
+                        f"histogram_quantile(0.50, sum by (le, {by}) (rate(serving_endpoint_latency_seconds_bucket{{{sel}}}{rate})))",
+                        "p50 {{endpoint}} v{{version}}",
+                    ),
+                    (
+                        f"histogram_quantile(0.99, sum by (le, {by}) (rate(serving_endpoint_latency_seconds_bucket{{{sel}}}{rate})))",
+                        "p99 {{endpoint}} v{{version}}",
+                    ),
+                ],
+                "s",
+                12,
+                0,
+            ),
+            panel(
+                "Requests by version and code",
+                [
+                    (
+                        f"sum by ({by}, code) (rate(serving_endpoint_requests_total{{{sel}}}{rate}))",
+                        "{{endpoint}} v{{version}} {{code}}",
+                    ),
+                ],
+                "reqps",
+                0,
+                8,
+            ),
+            panel(
+                "Token length per text (p50, p99) and truncation rate",
+                [
+                    (
+                        f"histogram_quantile(0.50, sum by (le, {by}) (rate(serving_endpoint_token_length_bucket{{{sel}}}{rate})))",
+                        "p50 tokens {{endpoint}} v{{version}}",
+                    ),
+                    (
+                        f"histogram_quantile(0.99, sum by (le, {by}) (rate(serving_endpoint_token_length_bucket{{{sel}}}{rate})))",
+                        "p99 tokens {{endpoint}} v{{version}}",
+                    ),
+                    (
+                        f"sum by ({by}) (rate(serving_endpoint_truncated_texts_total{{{sel}}}{rate})) / "
+                        f"sum by ({by}) (rate(serving_endpoint_texts_total{{{sel}}}{rate}))",
+                        "truncated {{endpoint}} v{{version}}",
+                    ),
+                ],
+                "none",
+                12,
+                8,
+            ),
+            panel(
+                "Embedding norm (p50) and classifier top score (p50)",
+                [
+                    (
+                        f"histogram_quantile(0.50, sum by (le, {by}) (rate(serving_endpoint_embedding_norm_bucket{{{sel}}}{rate})))",
+                        "norm {{endpoint}} v{{version}}",
+                    ),
+                    (
+                        f"histogram_quantile(0.50, sum by (le, {by}) (rate(serving_endpoint_top_score_bucket{{{sel}}}{rate})))",
+                        "top score {{endpoint}} v{{version}}",
+                    ),
+                ],
+                "none",
+                0,
+                16,
+            ),
+            panel(
+                "Predicted labels",
+                [
+                    (
+                        f"sum by ({by}, label) (rate(serving_endpoint_predicted_label_total{{{sel}}}{rate}))",
+                        "{{endpoint}} v{{version}} {{label}}",
+                    ),
+                ],
+                "reqps",
+                12,
+                16,
+            ),
+            panel(
+                "Declared custom statistics (observations per second)",
+                [
+                    (
+                        f'sum by (__name__, version) (rate({{__name__=~"serving_custom_.+_count"}}{rate}))',
+                        "{{__name__}} v{{version}}",
+                    ),
+                ],
+                "none",
+                0,
+                24,
+            ),
+            panel(
+                "Drift scores (PSI alert threshold 0.25)",
+                [
+                    (
+                        f"max by ({by}, feature, method) (serving_drift_score{{{sel}}})",
+                        "{{method}} {{feature}} {{endpoint}} v{{version}}",
+                    ),
+                ],
+                "none",
+                12,
+                24,
+            ),
+        ],
+        [variable("endpoint", "label_values(serving_endpoint_requests_total, endpoint)")],
+    )
+
+
+DASHBOARDS = {"loadtest.json": loadtest, "triton.json": triton, "serving.json": serving, "models.json": models}
 
 
 def render() -> dict[str, str]:

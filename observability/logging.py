@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import sys
 import time
 
@@ -30,9 +31,15 @@ class ContextFilter(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self, *args, service: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The launcher names each process it starts (LOG_SERVICE), so merged logs say which process wrote a line.
+        self.service = service or os.environ.get("LOG_SERVICE", "-")
+
     def format(self, record: logging.LogRecord) -> str:
         entry = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "service": self.service,
             "level": record.levelname,
             "logger": record.name,
             "msg": record.getMessage(),

@@ -201,15 +201,3 @@ def mark_worker_dead(pid: int) -> None:
     """gunicorn `child_exit` hook: drop a dead worker's live gauges."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.mark_process_dead(pid)
-
-
-# clearml-serving's custom statistics (collect_custom_statistics_fn), per endpoint.
-CUSTOM_VALUES = Histogram(
-    "serving_custom_value",
-    "Numeric values reported by preprocess code",
-    ["endpoint", "key"],
-    buckets=(0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 10000),
-)
-CUSTOM_LABELS = Counter(
-    "serving_custom_label_total", "Non-numeric values reported by preprocess code", ["endpoint", "key", "value"]
-)

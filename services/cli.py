@@ -12,13 +12,14 @@ from rich.console import Console
 from rich.table import Table
 
 from services.common.errors import ServingError
-from services.gateway.cli import endpoints_app
+from services.gateway.cli import endpoints_app, metrics_app
 from services.lifecycle.cli import register_commands
 
 app = typer.Typer(help="Serve a Hugging Face transformer three ways and take it down again.", no_args_is_help=True)
 model_app = typer.Typer(help="Export models to ONNX + tokenizer + manifest.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
 app.add_typer(endpoints_app, name="endpoints")
+app.add_typer(metrics_app, name="metrics")
 register_commands(model_app, app)
 console = Console(stderr=True, soft_wrap=True)  # one message, one line
 
@@ -108,6 +109,11 @@ def up(
         None, help="Trace every service (Triton included) to this OTLP/HTTP URL, e.g. http://127.0.0.1:4318/v1/traces."
     ),
     detach: bool = typer.Option(False, help="Run in the background; return once ready."),
+    log_json: bool = typer.Option(
+        None,
+        "--log-json/--log-plain",
+        help="JSON log lines (default when detached: run/logs/, read by `serving logs`).",
+    ),
     ready_timeout: float = typer.Option(180.0, help="Seconds to wait for readiness."),
 ) -> None:
     """Start a stack: in the foreground (Ctrl-C stops it) or detached."""
@@ -128,6 +134,7 @@ def up(
         endpoints_file=endpoints_file,
         otlp_endpoint=otlp_endpoint,
         triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port),
+        log_json=detach if log_json is None else log_json,
     )
     launcher = Launcher(options.run_dir)
     try:
@@ -145,8 +152,8 @@ def up(
     api_port = triton_http_port if stack == "triton" else port
     if stack != "fastapi":
         console.print(
-            f"note: the CUDA/NVML/DCGM errors in {options.run_dir / 'triton.log'} are Triton looking for a GPU;"
-            " harmless on a machine without one"
+            f"note: the CUDA/NVML/DCGM errors in {options.run_dir / 'logs' / 'triton.log'} are Triton looking for a "
+            "GPU; harmless on a machine without one"
         )
     console.print(
         f"STACK={stack} is up on port {api_port}" + ("; `make down` stops it" if detach else "; Ctrl-C stops it")
@@ -230,6 +237,42 @@ def status(as_json: bool = typer.Option(False, "--json", help="JSON on stdout, f
             out.print(f"[red]not served[/] {problem}: {message}")
         for name, url in info["urls"].items():
             out.print(f"{name:>15}: {url}")
+
+
+@app.command()
+def logs(
+    service: str = typer.Option(None, "--service", help="Only this process: gateway, controller, triton, fastapi, ..."),
+    request_id: str = typer.Option(None, "--request-id", help="Only the lines of this request (x-request-id)."),
+    trace_id: str = typer.Option(None, "--trace-id", help="Only the lines of this trace."),
+    since: str = typer.Option(None, "--since", help="Only lines newer than this: 30s, 10m, 2h, 1d."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
+    as_json: bool = typer.Option(False, "--json", help="The JSON lines themselves."),
+) -> None:
+    """Every process's log lines (run/logs/), merged in time order; a traceback prints under its line."""
+    import time
+
+    from observability.logreader import follow as follow_logs
+    from observability.logreader import parse_since, read, render
+    from services.launcher import RUN_DIR
+
+    log_dir = RUN_DIR / "logs"
+    if not log_dir.is_dir():
+        _fail(ValueError(f"no logs in {log_dir}: start a stack with `make up DETACH=1` first"))
+    filters = {
+        "service": service,
+        "request_id": request_id,
+        "trace_id": trace_id,
+        "since": time.time() - parse_since(since) if since else None,
+    }
+    show = (lambda e: print(json.dumps(e), flush=True)) if as_json else (lambda e: print(render(e), flush=True))
+    for entry in read(log_dir, **filters):
+        show(entry)
+    if follow:
+        try:
+            for entry in follow_logs(log_dir, **filters):
+                show(entry)
+        except KeyboardInterrupt:
+            pass
 
 
 def main() -> None:

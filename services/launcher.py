@@ -59,7 +59,8 @@ class Launcher:
         self.procs: list[tuple[ProcessSpec, subprocess.Popen]] = []
 
     def log_path(self, name: str) -> Path:
-        return self.run_dir / f"{name}.log"
+        """One log directory for the whole run: `serving logs` merges it."""
+        return self.run_dir / "logs" / f"{name}.log"
 
     def start(self, spec: ProcessSpec, *, detach: bool) -> subprocess.Popen:
         for port in spec.ports:
@@ -68,8 +69,8 @@ class Launcher:
                     f"port {port} for {spec.name} is in use: is a stack already up? (`make down`) "
                     "or choose another port"
                 )
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **spec.env}
+        self.log_path(spec.name).parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "LOG_SERVICE": spec.name, **spec.env}
         if detach:  # the child keeps its own copy of the log file's descriptor
             with open(self.log_path(spec.name), "ab") as output:
                 proc = subprocess.Popen(

@@ -36,6 +36,8 @@ class StackOptions:
     endpoints_file: Path = Path("endpoints.json")
     endpoint: str | None = None
     """Name of the built-in endpoint (`/serve/{endpoint}`); None: the model's (`Manifest.endpoint_name`)."""
+    log_json: bool = False
+    """Every process writes JSON lines (into the run's log directory when detached): `serving logs` merges them."""
     otlp_endpoint: str | None = None
     """Trace every service of the stack (OTLP/HTTP traces URL); None: tracing off."""
 
@@ -61,6 +63,8 @@ def http_service(
     }
     if options.endpoint:
         env[f"{env_prefix}ENDPOINT"] = options.endpoint
+    if options.log_json:
+        env[f"{env_prefix}OBSERVABILITY__LOG_JSON"] = "true"
     if options.otlp_endpoint:
         env[f"{env_prefix}OBSERVABILITY__TRACING"] = "true"
         env[f"{env_prefix}OBSERVABILITY__OTLP_ENDPOINT"] = options.otlp_endpoint
@@ -119,6 +123,7 @@ def controller_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
         "CONTROLLER_TRITON_REPOSITORY": str((options.run_dir / "triton-repository").resolve()),
         "CONTROLLER_TRITON_HTTP_URL": f"http://127.0.0.1:{options.triton_ports.http}",
         "CONTROLLER_GATEWAY_URL": f"http://127.0.0.1:{options.port}",
+        "CONTROLLER_LOG_JSON": "true" if options.log_json else "false",
     }
     return ProcessSpec(
         name="controller", argv=[sys.executable, "-m", "services.lifecycle.controller"], env=env, stop_timeout=10
@@ -143,9 +148,12 @@ def triton_service(
     """The real tritonserver with a repository rendered for this machine (`local` target)."""
     render_options = render_options or RenderOptions(target="local", batching=options.batching, padding=options.padding)
     repository = render(options.model_dir, options.run_dir / "triton-repository", render_options)
-    return triton_process(
+    spec = triton_process(
         repository, options.run_dir, options.triton_ports, models, extra_args=triton_tracing_args(options.otlp_endpoint)
     )
+    if options.log_json:  # Triton's own lines, and its Python stubs', rewritten as JSON
+        spec.argv = [sys.executable, "-m", "services.triton.logpipe", "--", *spec.argv]
+    return spec
 
 
 def triton_tracing_args(otlp_endpoint: str | None) -> list[str]:

@@ -22,6 +22,7 @@ from services.common.backend import EndpointResolver, InferenceBackend, NoConfig
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest
 from services.common.settings import ApiSettings
 from services.common.tokenization import TextTokenizer
+from services.monitoring.drift import DriftMonitor
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class StackParts:
     """Token-length buckets to pad to (a server that batches only equal shapes); None pads to the longest text."""
 
 
-PartsFactory = Callable[[Manifest | None], StackParts]
+PartsFactory = Callable[[Manifest | None, DriftMonitor], StackParts]
 
 
 def builtin_manifest(settings: ApiSettings, required: bool) -> Manifest | None:
@@ -64,7 +65,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         setup_tracing(service_name, enabled=obs.tracing, endpoint=obs.otlp_endpoint, sampling_ratio=obs.sampling_ratio)
         manifest = builtin_manifest(settings, builtin_required)
-        stack = parts(manifest)
+        monitor = DriftMonitor(settings.monitoring)
+        stack = parts(manifest, monitor)
         builtin = None
         if manifest is not None:
             tokenizer = TextTokenizer(settings.model_dir / TOKENIZER_FILE, manifest.max_seq_length, stack.buckets)
@@ -80,13 +82,15 @@ def create_app(
             )
         await stack.backend.start()
         await stack.endpoints.start()
-        dataplane = DataPlane(settings, builtin, stack.backend, stack.endpoints)
+        await monitor.start()
+        dataplane = DataPlane(settings, builtin, stack.backend, stack.endpoints, monitor)
         app.state.dataplane = dataplane
         await dataplane.warm_up()
         try:
             yield
         finally:
             dataplane.ready = False
+            await monitor.stop()
             await stack.endpoints.stop()
             await stack.backend.stop()
             shutdown_tracing()

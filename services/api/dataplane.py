@@ -28,6 +28,8 @@ from services.common.backend import (
 )
 from services.common.errors import NotFound, Overloaded, PayloadTooLarge
 from services.common.settings import ApiSettings
+from services.monitoring.builtin import record_prediction
+from services.monitoring.drift import DriftMonitor
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +52,13 @@ class DataPlane:
         builtin: ServedModel | None,
         backend: InferenceBackend,
         endpoints: EndpointResolver | None = None,
+        monitor: DriftMonitor | None = None,
     ):
         self.settings = settings
         self.builtin = SingleModelEndpoint(builtin) if builtin else None
         self.backend = backend
         self.endpoints = endpoints or NoConfiguredEndpoints()
+        self.monitor = monitor
         self.inflight = 0
         self.ready = False
 
@@ -140,4 +144,5 @@ class DataPlane:
         metrics.TOKENS.inc(sum(encoded.token_counts))
         if any(encoded.truncated):
             metrics.TRUNCATED.inc(sum(encoded.truncated))
+        record_prediction(model, outputs, encoded.token_counts, encoded.truncated, self.monitor)
         return Prediction(outputs, encoded.token_counts, encoded.truncated)

@@ -10,16 +10,21 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from observability.logging import request_id_var
 from services.common.errors import ServingError
 
 log = logging.getLogger(__name__)
 
 
 def error_response(error: ServingError) -> JSONResponse:
+    """The error as JSON, with the request id the server's log lines carry, so a caller can find them."""
     headers = {}
     if error.retry_after is not None:
         headers["Retry-After"] = str(max(1, round(error.retry_after)))
-    return JSONResponse(error.to_dict(), status_code=error.status_code, headers=headers)
+    body = error.to_dict()
+    if (request_id := request_id_var.get()) != "-":
+        body["error"]["request_id"] = request_id
+    return JSONResponse(body, status_code=error.status_code, headers=headers)
 
 
 def logged_error_response(method: str, path: str, error: ServingError) -> JSONResponse:
@@ -29,7 +34,9 @@ def logged_error_response(method: str, path: str, error: ServingError) -> JSONRe
 
 
 def internal_error_response() -> JSONResponse:
-    body = {"error": {"message": "internal error; see the server log", "type": "internal_error", "code": 500}}
+    request_id = request_id_var.get()
+    message = f"internal error; the server log has it under request id {request_id} (`serving logs --request-id`)"
+    body = {"error": {"message": message, "type": "internal_error", "code": 500, "request_id": request_id}}
     return JSONResponse(body, status_code=500)
 
 

@@ -20,6 +20,7 @@ from services.common.backend import ServedModel
 from services.common.errors import InvalidInput
 from services.common.outputs import classify
 from services.common.schemas import EmbeddingsRequest, ServeRequest
+from services.monitoring import statistics
 
 router = APIRouter()
 CANARY_KEY_HEADER = "x-canary-key"
@@ -84,7 +85,17 @@ async def serve_core(
             body = validate(ServeRequest, parse_json(await read()))
         prediction = await dataplane.predict(model, body.batch, body.truncate)
         with stage("postprocess"):
-            return _json(model, serve_payload(model, prediction, body.text is not None))
+            payload = serve_payload(model, prediction, body.text is not None)
+            statistics.record(
+                endpoint,
+                model.version,
+                dataplane.endpoints.declared(endpoint),
+                None,
+                payload,
+                body.model_dump(),
+                dataplane.monitor,
+            )
+            return _json(model, payload)
 
 
 async def _serve(request: Request, endpoint: str, version: str | None) -> Response:

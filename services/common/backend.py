@@ -81,6 +81,9 @@ class EndpointResolver(Protocol):
     def errors(self) -> dict[str, str]:
         """Configuration problems: what is not served, and why (for readiness and status output)."""
 
+    def declared(self, name: str) -> Any:
+        """The custom statistics declared for endpoint `name` (`services.monitoring.statistics.EndpointMetrics`)."""
+
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
@@ -97,6 +100,9 @@ class NoConfiguredEndpoints:
 
     def errors(self) -> dict[str, str]:
         return {}
+
+    def declared(self, name: str) -> None:
+        return None
 
     async def start(self) -> None:
         return None

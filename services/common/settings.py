@@ -25,6 +25,21 @@ class ObservabilitySettings(BaseModel):
     """Fraction of new traces sampled; a sampled incoming `traceparent` is always followed."""
 
 
+class DriftSettings(BaseModel):
+    """Drift detection (`services.monitoring.drift`)."""
+
+    reference_size: int = Field(500, ge=10)
+    """Values taken as the reference when the version brings none (its first requests)."""
+    window_size: int = Field(1000, ge=10)
+    """Most recent values compared with the reference."""
+    min_samples: int = Field(100, ge=10)
+    """Values the window needs before a score is exported."""
+    interval: float = Field(10.0, gt=0)
+    """Seconds between two comparisons."""
+    bins: int = Field(10, ge=2)
+    """PSI bins (at the reference's quantiles) for continuous features."""
+
+
 class ApiSettings(BaseSettings):
     """What every HTTP serving stack (FastAPI baseline, gateway) shares."""
 
@@ -50,6 +65,7 @@ class ApiSettings(BaseSettings):
     intra_op_threads: int | None = Field(None, ge=1)
     """ONNX Runtime threads per worker; default: CPU cores divided by workers."""
     observability: ObservabilitySettings = ObservabilitySettings()
+    monitoring: DriftSettings = DriftSettings()
 
     @model_validator(mode="after")
     def _check_model_dir(self) -> ApiSettings:

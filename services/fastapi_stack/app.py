@@ -12,7 +12,7 @@ from services.fastapi_stack.backend import LocalOnnxBackend
 def create_app(settings: ApiSettings | None = None):
     settings = settings or ApiSettings()
 
-    def parts(manifest: Manifest) -> StackParts:
+    def parts(manifest: Manifest, monitor) -> StackParts:
         return StackParts(LocalOnnxBackend(settings, manifest))
 
     return create_api(settings, parts, service_name="fastapi")

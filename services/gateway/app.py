@@ -16,12 +16,13 @@ from services.gateway.endpoints import ChainedResolver, EndpointsFile, FileWatch
 from services.gateway.settings import GatewaySettings
 from services.gateway.triton_client import TritonClient
 from services.lifecycle.admin import admin_router
+from services.monitoring.drift import DriftMonitor
 
 
 def create_app(settings: GatewaySettings | None = None):
     settings = settings or GatewaySettings()
 
-    def parts(manifest: Manifest | None) -> StackParts:
+    def parts(manifest: Manifest | None, monitor: DriftMonitor) -> StackParts:
         triton = TritonClient(
             settings.triton_grpc_url, timeout=settings.triton_timeout, retry_after=settings.retry_after
         )
@@ -32,7 +33,7 @@ def create_app(settings: GatewaySettings | None = None):
             resolvers.append(
                 FileWatcher(
                     settings.deployments_file.resolve(),
-                    lambda path: DeployedEndpoints.load(path, triton, buckets, cache),
+                    lambda path: DeployedEndpoints.load(path, triton, buckets, cache, monitor.load_reference),
                     settings.endpoints_poll_interval,
                 )
             )
@@ -42,7 +43,7 @@ def create_app(settings: GatewaySettings | None = None):
             resolvers.append(
                 FileWatcher(
                     path,
-                    lambda p: EndpointRegistry.build(EndpointsFile.read(p), triton, serving_url, p.parent),
+                    lambda p: EndpointRegistry.build(EndpointsFile.read(p), triton, serving_url, p.parent, monitor),
                     settings.endpoints_poll_interval,
                 )
             )

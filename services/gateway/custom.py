@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from observability import metrics
 from observability.metrics import stage
 from services.common.contract import Manifest
 from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
@@ -18,21 +17,11 @@ from services.common.onnx_runner import OnnxModel
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.gateway.preprocess import UserPreprocess
 from services.gateway.triton_client import TritonClient
+from services.monitoring import statistics
+from services.monitoring.drift import DriftMonitor
+from services.monitoring.statistics import EndpointMetrics
 
 log = logging.getLogger(__name__)
-
-
-def statistics_collector(endpoint: str):
-    """clearml-serving's `collect_custom_statistics_fn`: numbers go to a histogram, other values to a counter."""
-
-    def collect(values: dict) -> None:
-        for key, value in (values or {}).items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                metrics.CUSTOM_LABELS.labels(endpoint, str(key), str(value)[:64]).inc()
-            else:
-                metrics.CUSTOM_VALUES.labels(endpoint, str(key)).observe(float(value))
-
-    return collect
 
 
 @dataclass
@@ -42,9 +31,9 @@ class ConfiguredEndpoint:
     triton: TritonClient
     preprocess: UserPreprocess | None
     onnx: OnnxModel | None
-
-    def __post_init__(self) -> None:
-        self.collect = statistics_collector(self.name)
+    declared: EndpointMetrics | None = None
+    """Custom statistics declared for this endpoint (`serving metrics add`)."""
+    monitor: DriftMonitor | None = None
 
     @property
     def version(self) -> str:
@@ -54,29 +43,36 @@ class ConfiguredEndpoint:
         if version is not None and self.config.version is not None and version != self.config.version:
             raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.config.version}'")
         state: dict = {}
+        collected: dict = {}  # this request's collect_custom_statistics_fn values
+
+        def collect(values: dict | None) -> None:
+            collected.update(values or {})
+
         with stage("preprocess"):
-            data = await self._user_step("preprocess", body, state, InvalidInput)
+            data = await self._user_step("preprocess", body, state, collect, InvalidInput)
         with stage("triton" if self.config.engine == "triton" else "inference"):
-            data = await self._process(data, state)
+            data = await self._process(data, state, collect)
         with stage("postprocess"):
-            data = await self._user_step("postprocess", data, state, ServingError)
+            data = await self._user_step("postprocess", data, state, collect, ServingError)
+        statistics.record(self.name, self.version, self.declared, collected, data, body, self.monitor)
         return data
 
-    async def _user_step(self, method: str, data: Any, state: dict, error: type[ServingError]) -> Any:
+    async def _user_step(self, method: str, data: Any, state: dict, collect, error: type[ServingError]) -> Any:
         """Call the user's `method` if the Preprocess class has it; its failures become `error` (422 for a body
-        preprocess rejects, 500 for a postprocess that breaks)."""
+        preprocess rejects, 500 for a postprocess that breaks), logged with the traceback and the request id."""
         if not (self.preprocess and self.preprocess.has(method)):
             return data
         try:
-            return await self.preprocess.call(method, data, state, self.collect)
+            return await self.preprocess.call(method, data, state, collect)
         except ServingError:
             raise
         except Exception as exc:
+            log.exception("%s of endpoint '%s' failed", method, self.name)
             raise error(f"{method} of endpoint '{self.name}' failed: {exc}") from None
 
-    async def _process(self, data: Any, state: dict) -> Any:
+    async def _process(self, data: Any, state: dict, collect) -> Any:
         if self.preprocess and self.preprocess.has("process"):  # the custom engine, or an override of the engine
-            return await self.preprocess.call("process", data, state, self.collect)
+            return await self.preprocess.call("process", data, state, collect)
         specs = self.config.inputs
         arrays = [data] if len(specs) == 1 else list(data)
         if len(arrays) != len(specs):
@@ -122,9 +118,16 @@ class EndpointRegistry:
     """An immutable set of configured endpoints, built from the endpoint file one entry at a time: an entry that
     fails is left out (and reported in `errors`), the others are served."""
 
-    def __init__(self, endpoints: dict[str, ConfiguredEndpoint], errors: dict[str, str] | None = None):
+    def __init__(
+        self,
+        endpoints: dict[str, ConfiguredEndpoint],
+        errors: dict[str, str] | None = None,
+        metrics: dict[str, EndpointMetrics] | None = None,
+    ):
         self.endpoints = endpoints
         self.errors = errors or {}
+        self.metrics = metrics or {}
+        """Declared custom statistics by endpoint name, for any endpoint (built-in, deployed or configured)."""
 
     def get(self, name: str) -> ConfiguredEndpoint | None:
         return self.endpoints.get(name)
@@ -133,17 +136,34 @@ class EndpointRegistry:
         return sorted(self.endpoints)
 
     @classmethod
-    def build(cls, file: EndpointsFile, triton: TritonClient, serving_url: str, base_dir: Path) -> EndpointRegistry:
+    def build(
+        cls,
+        file: EndpointsFile,
+        triton: TritonClient,
+        serving_url: str,
+        base_dir: Path,
+        monitor: DriftMonitor | None = None,
+    ) -> EndpointRegistry:
         endpoints, errors = {}, dict(file.invalid)
         for name, config in file.endpoints.items():
             try:
-                endpoints[name] = cls._endpoint(name, config, triton, serving_url, base_dir)
+                endpoints[name] = cls._endpoint(
+                    name, config, triton, serving_url, base_dir, file.metrics.get(name), monitor
+                )
             except Exception as exc:  # noqa: BLE001 - user code and model files fail in every way; report, go on
                 errors[name] = exc.message if isinstance(exc, ServingError) else f"{type(exc).__name__}: {exc}"
-        return cls(endpoints, errors)
+        return cls(endpoints, errors, file.metrics)
 
     @staticmethod
-    def _endpoint(name, config: EndpointConfig, triton, serving_url: str, base_dir: Path) -> ConfiguredEndpoint:
+    def _endpoint(
+        name: str,
+        config: EndpointConfig,
+        triton,
+        serving_url: str,
+        base_dir: Path,
+        declared: EndpointMetrics | None = None,
+        monitor: DriftMonitor | None = None,
+    ) -> ConfiguredEndpoint:
         check_config(name, config)
         preprocess = None
         if config.preprocess:
@@ -156,7 +176,7 @@ class EndpointRegistry:
         if config.engine == "onnxruntime":
             model_dir = base_dir / (config.model or "")
             onnx = OnnxModel(model_dir, Manifest.load(model_dir))
-        return ConfiguredEndpoint(name, config, triton, preprocess, onnx)
+        return ConfiguredEndpoint(name, config, triton, preprocess, onnx, declared, monitor)
 
 
 def validate_file(file: EndpointsFile, base_dir: Path) -> dict[str, str]:

@@ -52,6 +52,7 @@ class DeployedEndpoints:
         triton: TritonClient,
         buckets: list[int] | None,
         cache: dict[tuple[str, str], ServedModel] | None = None,
+        on_new_version=None,
     ) -> DeployedEndpoints:
         """Versions already loaded by an earlier snapshot (`cache`) are reused: a traffic change costs no reload."""
         cache = {} if cache is None else cache
@@ -67,6 +68,8 @@ class DeployedEndpoints:
                     run_id = state.versions[version].lineage.get("run", {}).get("id")
                     backend = TritonBackend(triton, name, manifest, version)
                     cache[key] = ServedModel(name, version, manifest, tokenizer, backend, run_id)
+                    if on_new_version is not None:  # e.g. the drift reference computed from its data set
+                        on_new_version(name, version, model_dir)
                 models[version] = cache[key]
                 used.add(key)
             if models:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 from observability import metrics
 from services.common.contract import TensorSpec
 from services.common.errors import ConfigurationError
+from services.monitoring.statistics import EndpointMetrics
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ class EndpointConfig(BaseModel):
 
 class EndpointsFile(BaseModel):
     endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
+    metrics: dict[str, EndpointMetrics] = Field(default_factory=dict)
+    """Custom statistics declared per endpoint name (`serving metrics add`): for configured, deployed or built-in
+    endpoints alike."""
     invalid: dict[str, str] = Field(default_factory=dict, exclude=True)
     """Entries that failed validation, with what to fix; the valid ones are still served."""
 
@@ -59,25 +63,30 @@ class EndpointsFile(BaseModel):
             raw = json.loads(path.read_text())
         except (ValueError, UnicodeDecodeError) as exc:
             raise ConfigurationError(f"endpoint file {path} is not valid JSON: {exc}") from None
-        entries = raw.get("endpoints", {}) if isinstance(raw, dict) else None
-        if not isinstance(entries, dict):
+        if not isinstance(raw, dict):
             raise ConfigurationError(f'endpoint file {path} must be an object {{"endpoints": {{NAME: {{...}}}}}}')
-        endpoints, invalid = {}, {}
-        for name, entry in entries.items():
-            try:
-                endpoints[name] = EndpointConfig.model_validate(entry)
-            except ValidationError as exc:
-                error = exc.errors()[0]
-                field = ".".join(str(part) for part in error["loc"]) or "(entry)"
-                invalid[name] = f"field '{field}': {error['msg']}"
-        return cls(endpoints=endpoints, invalid=invalid)
+        endpoints, metrics, invalid = {}, {}, {}
+        for section, model, found in (("endpoints", EndpointConfig, endpoints), ("metrics", EndpointMetrics, metrics)):
+            entries = raw.get(section, {})
+            if not isinstance(entries, dict):
+                raise ConfigurationError(f'endpoint file {path}: "{section}" must be an object keyed by endpoint name')
+            for name, entry in entries.items():
+                try:
+                    found[name] = model.model_validate(entry)
+                except ValidationError as exc:
+                    error = exc.errors()[0]
+                    field = ".".join(str(part) for part in error["loc"]) or "(entry)"
+                    where = name if section == "endpoints" else f"metrics of '{name}'"
+                    invalid[where] = f"field '{field}': {error['msg'].removeprefix('Value error, ')}"
+        return cls(endpoints=endpoints, metrics=metrics, invalid=invalid)
 
     def write(self, path: Path) -> None:
         """Atomic replace, so a worker never reads a half-written file."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         entries = {name: config.model_dump(exclude_defaults=True) for name, config in self.endpoints.items()}
-        tmp.write_text(json.dumps({"endpoints": entries}, indent=2) + "\n")
+        declared = {name: item.model_dump(exclude_defaults=True) for name, item in self.metrics.items()}
+        tmp.write_text(json.dumps({"endpoints": entries, "metrics": declared}, indent=2) + "\n")
         os.replace(tmp, path)
 
 
@@ -113,6 +122,9 @@ class FileWatcher:
 
     def names(self) -> list[str]:
         return self.current.names()
+
+    def declared(self, name: str):
+        return getattr(self.current, "metrics", {}).get(name)
 
     def errors(self) -> dict[str, str]:
         """What is wrong with the file (key: its path) or with entries in it (key: the endpoint)."""
@@ -181,6 +193,9 @@ class ChainedResolver:
 
     def errors(self) -> dict[str, str]:
         return {key: error for resolver in self.resolvers for key, error in resolver.errors().items()}
+
+    def declared(self, name: str):
+        return next((found for r in self.resolvers if (found := r.declared(name)) is not None), None)
 
     async def start(self) -> None:
         for resolver in self.resolvers:

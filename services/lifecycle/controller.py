@@ -36,6 +36,7 @@ from services.launcher import RUN_DIR
 from services.lifecycle.rollout import Snapshot, judge, parse_snapshot, window
 from services.lifecycle.state import Deployments, DeploymentStore, EndpointState, VersionState, now_iso
 from services.lifecycle.triton_models import WARMUP_TEXTS, TritonModels
+from services.monitoring.reference import write_reference
 
 log = logging.getLogger("controller")
 
@@ -54,6 +55,8 @@ class ControllerSettings(BaseSettings):
     drain_seconds: float = Field(3.0, ge=0)
     """How long a version gets no new traffic before it is unloaded: longer than the gateway's poll interval plus
     its slowest request."""
+    log_json: bool = False
+    """One JSON object a line (what `serving logs` merges) instead of plain text."""
     max_backoff: float = Field(30.0, gt=0)
     """Longest wait between retries while the registry or Triton is unreachable."""
 
@@ -153,6 +156,10 @@ class Controller:
             self.refuse(name, registered, version, str(exc))
             return
         lineage = self.registry.lineage(registered, version, model_dir)
+        try:
+            write_reference(model_dir, lineage)  # else the gateway takes the version's first requests
+        except Exception as exc:  # noqa: BLE001 - a missing drift reference must not block a deployment
+            log.warning("endpoint '%s': no drift reference from the data set of version %s: %s", name, version, exc)
 
         def live(state: Deployments) -> None:
             item = state.endpoints[name]
@@ -373,9 +380,9 @@ def main() -> None:
     from services.registry.mlflow_registry import ModelRegistry
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    setup_logging("INFO", json_lines=False)
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # a readiness probe a second is not news
     settings = ControllerSettings()
+    setup_logging("INFO", json_lines=settings.log_json)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a readiness probe a second is not news
     triton = TritonModels(settings.triton_repository, settings.triton_http_url)
     Controller(settings, ModelRegistry(), triton).run()
 

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 from prometheus_client import Gauge
-from pydantic import BaseModel, Field
+
+from services.common.settings import DriftSettings
 
 log = logging.getLogger(__name__)
 REFERENCE_FILE = "drift_reference.json"
@@ -39,19 +40,6 @@ DRIFT = Gauge(
     ["endpoint", "version", "feature", "method"],
     multiprocess_mode="livemax",
 )
-
-
-class DriftSettings(BaseModel):
-    reference_size: int = Field(500, ge=10)
-    """Values taken as the reference when the version brings none (its first requests)."""
-    window_size: int = Field(1000, ge=10)
-    """Most recent values compared with the reference."""
-    min_samples: int = Field(100, ge=10)
-    """Values the window needs before a score is exported."""
-    interval: float = Field(10.0, gt=0)
-    """Seconds between two comparisons."""
-    bins: int = Field(10, ge=2)
-    """PSI bins (at the reference's quantiles) for continuous features."""
 
 
 def psi_continuous(reference: np.ndarray, window: np.ndarray, bins: int) -> float:

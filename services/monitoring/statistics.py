@@ -104,9 +104,16 @@ def lookup(name: str, collected: dict, response: Any, body: Any) -> Any:
 
 
 def record(
-    endpoint: str, version: str, declared: EndpointMetrics | None, collected: dict | None, response: Any, body: Any
+    endpoint: str,
+    version: str,
+    declared: EndpointMetrics | None,
+    collected: dict | None,
+    response: Any,
+    body: Any,
+    monitor=None,
 ) -> None:
-    """Record the declared variables of one request (sampled at the endpoint's log frequency)."""
+    """Record the declared variables of one request (sampled at the endpoint's log frequency); scalar and enum
+    values also feed the drift monitor (feature `custom:<name>`)."""
     collected = collected or {}
     if declared is None or not declared.variables:
         if collected:
@@ -124,7 +131,10 @@ def record(
         family = FAMILIES.get(endpoint, name, variable)
         if variable.kind == "enum":
             text = str(value)
-            family.labels(version, text if text in variable.values else "other").inc()
+            bucket = text if text in variable.values else "other"
+            family.labels(version, bucket).inc()
+            if monitor is not None:
+                monitor.observe(endpoint, version, f"custom:{name}", [bucket], categorical=True)
             continue
         number = _number(value)
         if number is None:
@@ -132,6 +142,8 @@ def record(
             continue
         if variable.kind == "scalar":
             family.labels(version).observe(number)
+            if monitor is not None:
+                monitor.observe(endpoint, version, f"custom:{name}", [number])
         elif variable.kind == "counter":
             family.labels(version).inc(max(number, 0.0))
         else:

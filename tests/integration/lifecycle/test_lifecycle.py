@@ -68,7 +68,7 @@ class Stack:
             if value:
                 return value
             time.sleep(0.25)
-        log = (self.options.run_dir / "controller.log").read_text()[-3000:]
+        log = (self.options.run_dir / "logs" / "controller.log").read_text()[-3000:]
         raise AssertionError(f"{what} did not happen within {timeout:.0f}s; controller log:\n{log}")
 
     def serve(self, key: str | None = None) -> httpx.Response:

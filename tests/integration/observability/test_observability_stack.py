@@ -13,10 +13,12 @@ from loadtest import engine
 from loadtest.metrics import GeneratorMetrics
 from loadtest.targets import build_targets
 from observability.dashboards import OUT, queries, render
+from services.gateway.endpoints import EndpointsFile
 from services.launcher import Launcher, free_port
+from services.monitoring.statistics import EndpointMetrics, Variable
 from services.prometheus import CONFIG_DIR, prometheus_process
 from services.triton.repository import RenderOptions
-from tests.support.servers import start_http_stack, start_triton
+from tests.support.servers import start_gateway, start_http_stack, start_triton
 
 
 def test_saved_dashboards_are_what_the_code_writes():
@@ -36,14 +38,31 @@ def query(url: str, expr: str) -> list:
     return answer["data"]["result"]
 
 
-def test_every_dashboard_query_returns_data_from_real_scrapes(tmp_path, tiny_model):
-    api = start_http_stack(tmp_path / "api", tiny_model)
+FAST_DRIFT = {
+    "SERVING_MONITORING__REFERENCE_SIZE": "20",
+    "SERVING_MONITORING__MIN_SAMPLES": "10",
+    "SERVING_MONITORING__INTERVAL": "1",
+    "GATEWAY_MONITORING__REFERENCE_SIZE": "20",
+    "GATEWAY_MONITORING__MIN_SAMPLES": "10",
+    "GATEWAY_MONITORING__INTERVAL": "1",
+}
+
+
+def test_every_dashboard_query_returns_data_from_real_scrapes(tmp_path, tiny_model, tiny_classifier):
+    """Two API targets under the `serving` job: the FastAPI stack serving a classifier, the gateway serving the
+    embedding model with declared custom statistics; Triton; the load generator."""
     triton = start_triton(tmp_path / "triton", tiny_model, RenderOptions(batching=True))
+    api = start_http_stack(tmp_path / "api", tiny_classifier, env=FAST_DRIFT)
+    (tmp_path / "gateway").mkdir()
+    declared = EndpointMetrics(variables={"tokens": Variable(kind="scalar", buckets=[2, 4, 8, 16])})
+    EndpointsFile(metrics={"minilm": declared}).write(tmp_path / "gateway" / "endpoints.json")
+    gateway = start_gateway(tmp_path / "gateway", tiny_model, triton, env=FAST_DRIFT)
     metrics = GeneratorMetrics()
     generator_port = free_port()
     metrics.serve(generator_port)
     config = (CONFIG_DIR / "prometheus.yml").read_text()
-    config = config.replace("127.0.0.1:8080", api.url.removeprefix("http://"))
+    targets = f'"{api.url.removeprefix("http://")}", "{gateway.url.removeprefix("http://")}"'
+    config = config.replace('"127.0.0.1:8080"', targets)
     config = config.replace("127.0.0.1:8002", triton.metrics_url.removeprefix("http://").removesuffix("/metrics"))
     config = config.replace("127.0.0.1:9110", f"127.0.0.1:{generator_port}")
     config = config.replace("scrape_interval: 5s", "scrape_interval: 1s").replace(
@@ -58,8 +77,9 @@ def test_every_dashboard_query_returns_data_from_real_scrapes(tmp_path, tiny_mod
         launcher.start_ready(prometheus_process(config_file, tmp_path / "data", port), detach=True, timeout=60)
         url = f"http://127.0.0.1:{port}"
         # traffic for every scraped target, for long enough that rate() has several samples
-        targets = build_targets(api.url, "serve", ["hello world", "the quick brown fox"])
-        kserve = build_targets(triton.http_url, "kserve", ["hello world", "the quick brown fox"])
+        texts = ["hello world", "the quick brown fox"]
+        targets = build_targets(api.url, "serve", texts) + build_targets(gateway.url, "serve", texts)
+        kserve = build_targets(triton.http_url, "kserve", texts)
         labels = {"stack": "fastapi", "workers": "1", "batching": "on", "rate": "40"}
         engine.attack(engine.AttackSpec(targets=targets, rate=40, duration=6), metrics.observer(labels))
         engine.attack(
@@ -76,6 +96,7 @@ def test_every_dashboard_query_returns_data_from_real_scrapes(tmp_path, tiny_mod
             "$batching": ".*",
             "$model": ".*",
             "$job": ".*",
+            "$endpoint": ".*",
         }
         for name in render():
             for expr in queries((OUT / name).read_text()):
@@ -87,5 +108,6 @@ def test_every_dashboard_query_returns_data_from_real_scrapes(tmp_path, tiny_mod
             assert query(url, record), f"recording rule {record} produced nothing"
     finally:
         launcher.stop_all()
+        gateway.launcher.stop_all()
         triton.stop()
         api.launcher.stop_all()
