@@ -37,8 +37,9 @@ def test_monitor_takes_its_first_values_as_reference_and_scores_only_full_window
 
 
 def test_a_reference_from_the_data_set_is_fixed(tmp_path):
-    (tmp_path / REFERENCE_FILE).write_text(json.dumps({"predicted_label": {"values": ["pos", "neg"] * 50,
-                                                                           "categorical": True}}))
+    (tmp_path / REFERENCE_FILE).write_text(
+        json.dumps({"predicted_label": {"values": ["pos", "neg"] * 50, "categorical": True}})
+    )
     monitor = DriftMonitor(DriftSettings(reference_size=10, window_size=100, min_samples=50))
     assert monitor.load_reference("e", "2", tmp_path)
     monitor.observe("e", "2", "predicted_label", ["pos"] * 100, categorical=True)
