@@ -15,6 +15,7 @@ import pytest
 
 from services.common.contract import TOKENIZER_FILE, TensorSpec
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
+from services.monitoring.statistics import EndpointMetrics, Variable
 from services.modelbuild.export import VALIDATION_TEXTS
 from services.triton.repository import RenderOptions
 from tests.support.models import reference_outputs as reference
@@ -133,8 +134,8 @@ class Preprocess:
 """
 
 
-def write_endpoints(path, endpoints: dict[str, EndpointConfig]) -> None:
-    EndpointsFile(endpoints=endpoints).write(path)
+def write_endpoints(path, endpoints: dict[str, EndpointConfig], metrics: dict | None = None) -> None:
+    EndpointsFile(endpoints=endpoints, metrics=metrics or {}).write(path)
 
 
 def test_clearml_preprocess_scripts_run_unmodified_and_reload_without_restart(gateway, tiny_model, tmp_path):
@@ -171,6 +172,15 @@ def test_clearml_preprocess_scripts_run_unmodified_and_reload_without_restart(ga
                     engine="custom", preprocess=str(custom), model_file="weights.bin", version="3"
                 ),
             },
+            # what the clearml-serving script reports with collect_custom_statistics_fn, declared as in clearml
+            {
+                "sst": EndpointMetrics(
+                    variables={
+                        "tokens": Variable(kind="scalar", buckets=[2, 4, 8]),
+                        "lang": Variable(kind="enum", values=["en"]),
+                    }
+                )
+            },
         )
         deadline = time.monotonic() + 15
         with gateway.client() as client:
@@ -191,8 +201,8 @@ def test_clearml_preprocess_scripts_run_unmodified_and_reload_without_restart(ga
             bad = client.post("/serve/sst", json={"no_text": 1})
             assert bad.status_code == 422 and "preprocess of endpoint 'sst' failed" in bad.json()["error"]["message"]
             metrics = client.get("/metrics").text
-            assert 'serving_custom_value_count{endpoint="sst",key="tokens"}' in metrics
-            assert 'serving_custom_label_total{endpoint="sst",key="lang",value="en"}' in metrics
+            assert 'serving_custom_sst_tokens_bucket{le="4.0",version="1"}' in metrics
+            assert 'serving_custom_sst_lang_total{value="en",version="1"}' in metrics
             write_endpoints(endpoints_file, {})
             time.sleep(1.5)
             assert client.post("/serve/sst", json={"text": "gone"}).status_code == 404
