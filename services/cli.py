@@ -79,12 +79,12 @@ def model_repo(
     padding: str = typer.Option("ragged", help="ragged | bucket (container always uses bucket)."),
     gpu: bool = typer.Option(False, help="container: run the encoder on the GPU (KIND_GPU)."),
     model_dir: Path = typer.Option(Path("build/model"), help="Exported model directory."),
-    out: Path = typer.Option(None, help="Output directory; default build/model_repository/<target>-batching-<on|off>."),
+    out: Path = typer.Option(None, help="Output directory; default: `repository_dir` (where the images read it)."),
 ) -> None:
     """Render the Triton model repository from model_repository/ and the model manifest."""
-    from services.triton.repository import RenderOptions, render
+    from services.triton.repository import RenderOptions, render, repository_dir
 
-    out = out or Path("build/model_repository") / f"{target}-batching-{batching}"
+    out = out or repository_dir(target, gpu=gpu, batching=batching == "on")
     try:
         render(model_dir, out, RenderOptions(target=target, batching=batching == "on", padding=padding, gpu=gpu))
     except ServingError as error:

@@ -1,16 +1,26 @@
 # The gateway (STACK=clearml front end): gunicorn + uvicorn workers that tokenize and call Triton over gRPC.
-# Installs only the `serve` role: no load generator, plotting, export toolchain or local Triton wheel.
-FROM python:3.11-slim
-WORKDIR /app
+# Installs only the `serve` role (no load generator, plotting, export toolchain, registry or local Triton wheel).
+# Build from the repository root after `make model`:  docker build -f deploy/docker/gateway.Dockerfile -t ...:gateway .
+FROM python:3.11.11-slim-bookworm AS build
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY services services
 COPY observability observability
-RUN pip install --no-cache-dir ".[serve]"
-# The exported model (manifest, tokenizer, ONNX file): the gateway reads the manifest and tokenizer from it.
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir ".[serve]"
+
+FROM python:3.11.11-slim-bookworm
+RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin serving
+COPY --from=build /opt/venv /opt/venv
+# The built-in model (manifest, tokenizer, ONNX file): the gateway reads the manifest and the tokenizer.
 COPY build/model /models/model
-ENV GATEWAY_MODEL_DIR=/models/model \
+ENV PATH=/opt/venv/bin:$PATH \
+    GATEWAY_MODEL_DIR=/models/model \
     GATEWAY_TRITON_GRPC_URL=triton:8001 \
     GATEWAY_WORKERS=2 \
+    GATEWAY_OBSERVABILITY__LOG_JSON=true \
     PROMETHEUS_MULTIPROC_DIR=/tmp/prometheus
+USER 10001
 EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8080/health/live', timeout=2).status != 200)"]
 CMD ["sh", "-c", "mkdir -p $PROMETHEUS_MULTIPROC_DIR && exec gunicorn -c python:services.api.gunicorn_conf --bind 0.0.0.0:8080 --workers $GATEWAY_WORKERS 'services.gateway.app:create_app()'"]

@@ -37,6 +37,7 @@ from services.lifecycle.rollout import Snapshot, judge, parse_snapshot, window
 from services.lifecycle.state import Deployments, DeploymentStore, EndpointState, VersionState, now_iso
 from services.lifecycle.triton_models import WARMUP_TEXTS, TritonModels
 from services.monitoring.reference import write_reference
+from services.triton.repository import RenderOptions
 
 log = logging.getLogger("controller")
 
@@ -49,6 +50,11 @@ class ControllerSettings(BaseSettings):
     """Where fetched registry versions are kept while deployed."""
     triton_repository: Path = Field(default_factory=lambda: RUN_DIR / "triton-repository")
     triton_http_url: str = "http://127.0.0.1:8000"
+    triton_target: str = "local"
+    """How versions are placed: local (the wheel's Triton, Python-backend encoder over ONNX Runtime) or container (the
+    NGC image's native onnxruntime backend; files copied, not linked, since Triton runs in another container)."""
+    triton_gpu: bool = False
+    """container: give each deployed version a GPU instance group."""
     gateway_url: str = "http://127.0.0.1:8080"
     """Where the gateway's /metrics are read for rollout decisions."""
     interval: float = Field(1.0, gt=0)
@@ -383,7 +389,8 @@ def main() -> None:
     settings = ControllerSettings()
     setup_logging("INFO", json_lines=settings.log_json)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a readiness probe a second is not news
-    triton = TritonModels(settings.triton_repository, settings.triton_http_url)
+    options = RenderOptions(target=settings.triton_target, gpu=settings.triton_gpu)
+    triton = TritonModels(settings.triton_repository, settings.triton_http_url, options)
     Controller(settings, ModelRegistry(), triton).run()
 
 

@@ -50,9 +50,12 @@ class TritonModels:
         if target.exists():
             shutil.rmtree(target)
         target.mkdir()
-        shutil.copy2(SOURCE / "encoder" / "model.py", target / "model.py")
-        for name in (MODEL_FILE, MANIFEST_FILE):
-            (target / name).symlink_to((model_dir / name).resolve())
+        if self.options.target == "local":  # the Python-backend encoder, reading the files where they were fetched
+            shutil.copy2(SOURCE / "encoder" / "model.py", target / "model.py")
+            for name in (MODEL_FILE, MANIFEST_FILE):
+                (target / name).symlink_to((model_dir / name).resolve())
+        else:  # Triton's native onnxruntime backend in its own container: real files in the shared repository
+            shutil.copy2(model_dir / MODEL_FILE, target / MODEL_FILE)
 
     def remove(self, model: str, version: str) -> None:
         shutil.rmtree(self.repository / model / version, ignore_errors=True)

@@ -180,6 +180,13 @@ def _place(src: Path, dst: Path, link: bool) -> None:
         shutil.copy2(src, dst)
 
 
+def repository_dir(target: str, *, gpu: bool = False, batching: bool = True) -> Path:
+    """Where `serving model-repo` (`make model-repo`) writes a rendering, and so where the Triton image build reads
+    it: build/model_repository/container-gpu for the GPU image, .../container for the CPU one, .../local."""
+    name = target + ("-gpu" if gpu else "") + ("" if batching else "-batching-off")
+    return Path("build/model_repository") / name
+
+
 def render(model_dir: Path, out_dir: Path, options: RenderOptions) -> Path:
     """Write a runnable model repository to `out_dir` (replacing it)."""
     manifest = Manifest.load(model_dir)

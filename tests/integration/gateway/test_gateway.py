@@ -15,8 +15,8 @@ import pytest
 
 from services.common.contract import TOKENIZER_FILE, TensorSpec
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
-from services.monitoring.statistics import EndpointMetrics, Variable
 from services.modelbuild.export import VALIDATION_TEXTS
+from services.monitoring.statistics import EndpointMetrics, Variable
 from services.triton.repository import RenderOptions
 from tests.support.models import reference_outputs as reference
 from tests.support.servers import assert_tritonclient_http_works, start_gateway, start_triton, worker_pids

@@ -1,102 +1,270 @@
-"""The deploy templates render and agree with the code they deploy (no Docker engine or cluster here)."""
+"""The deploy templates, checked offline with the tools platform teams use (no Docker engine or cluster here):
+kustomize renders every overlay, kubernetes-validate checks it strictly against the Kubernetes 1.30 API, checkov and
+hadolint find nothing that is not skipped with a reason, Compose files reference only what they define, and every
+environment variable a template sets for a project service is a setting that service reads."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 import yaml
 
 from services.gateway.settings import GatewaySettings
+from services.lifecycle.controller import ControllerSettings
+from services.registry.settings import RegistrySettings
+from services.triton.repository import repository_dir
 from tests.support.models import ROOT
 
 DEPLOY = ROOT / "deploy"
+OVERLAYS = ["gpu", "cpu", "servicemonitor"]
+KUBERNETES = "1.30.0"
+BIN = Path(sys.executable).parent
+CHECKOV = ROOT / ".venv-checks" / "bin" / "checkov"
 
 
-def kustomize(overlay: str) -> dict[tuple[str, str], dict]:
-    rendered = subprocess.run(
+def kustomize(overlay: str) -> str:
+    return subprocess.run(
         ["kubectl", "kustomize", str(DEPLOY / "k8s" / "overlays" / overlay)], capture_output=True, text=True, check=True
     ).stdout
-    return {(doc["kind"], doc["metadata"]["name"]): doc for doc in yaml.safe_load_all(rendered) if doc}
 
 
-def container(objects, name):
-    return objects[("Deployment", name)]["spec"]["template"]["spec"]["containers"][0]
+def objects(overlay: str) -> dict[tuple[str, str], dict]:
+    return {(doc["kind"], doc["metadata"]["name"]): doc for doc in yaml.safe_load_all(kustomize(overlay)) if doc}
 
 
-@pytest.mark.parametrize("overlay", ["gpu", "cpu"])
-def test_kubernetes_overlays_render_and_wire_the_gateway_to_triton(overlay):
-    objects = kustomize(overlay)
-    assert {
-        ("Deployment", "triton"),
-        ("Deployment", "gateway"),
-        ("Service", "triton"),
-        ("Service", "gateway"),
-        ("HorizontalPodAutoscaler", "gateway"),
-    } <= set(objects)
-    gateway = container(objects, "gateway")
-    env = {item["name"]: item["value"] for item in gateway["env"]}
-    host, port = env["GATEWAY_TRITON_GRPC_URL"].split(":")
-    assert host == "triton" and int(port) in [p["port"] for p in objects[("Service", "triton")]["spec"]["ports"]]
-    fields = set(GatewaySettings.model_fields)
-    for name in env:  # every variable is a real gateway setting
-        assert name.removeprefix("GATEWAY_").split("__")[0].lower() in fields, name
-    assert gateway["readinessProbe"]["httpGet"]["path"] == "/health/ready"
-    triton = container(objects, "triton")
-    assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    gpus = triton["resources"].get("limits", {}).get("nvidia.com/gpu")
-    assert (gpus == 1) if overlay == "gpu" else gpus is None
+def containers(rendered: dict) -> list[tuple[str, dict]]:
+    return [
+        (name, c)
+        for (kind, name), doc in rendered.items()
+        if kind == "Deployment"
+        for c in doc["spec"]["template"]["spec"]["containers"]
+    ]
 
 
-def container_ports(service: dict) -> set[int]:
-    return {int(str(p).split(":")[-1]) for p in service.get("ports", []) + service.get("expose", [])}
+@pytest.fixture(scope="module", params=OVERLAYS)
+def rendered(request, tmp_path_factory) -> tuple[str, Path]:
+    path = tmp_path_factory.mktemp("k8s") / f"{request.param}.yaml"
+    path.write_text(kustomize(request.param))
+    return request.param, path
 
 
-def test_compose_file_is_consistent_with_itself_and_the_code():
-    """Checked against what it must agree with, not against copies of its own values: the services it names exist
-    and expose the ports used, every gateway variable is a real setting, the drain outlasts gunicorn's."""
+def test_every_overlay_validates_strictly_against_the_kubernetes_api(rendered):
+    overlay, path = rendered
+    result = subprocess.run(
+        [str(BIN / "kubernetes-validate"), "--strict", "-k", KUBERNETES, "--quiet", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    unknown = re.findall(r"Couldn't find schema for kind (\w+)", result.stdout + result.stderr)
+    assert set(unknown) <= {"ServiceMonitor"}, "only prometheus-operator's CRD has no schema in the API"
+
+
+def test_every_overlay_passes_checkov_with_only_the_listed_skips(rendered):
+    assert CHECKOV.exists(), "checkov is installed by `make deploy-checks` (make test runs it)"
+    _, path = rendered
+    result = subprocess.run(
+        [
+            str(CHECKOV),
+            "-f",
+            str(path),
+            "--framework",
+            "kubernetes",
+            "--config-file",
+            str(DEPLOY / "checkov.yaml"),
+            "--quiet",
+            "--compact",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_dockerfiles_pass_checkov_and_hadolint():
+    checkov = subprocess.run(
+        [
+            str(CHECKOV),
+            "-d",
+            str(DEPLOY / "docker"),
+            "--framework",
+            "dockerfile",
+            "--config-file",
+            str(DEPLOY / "checkov.yaml"),
+            "--quiet",
+            "--compact",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert checkov.returncode == 0, checkov.stdout[-3000:]
+    hadolint = subprocess.run(
+        [str(BIN / "hadolint"), *map(str, sorted((DEPLOY / "docker").glob("*.Dockerfile")))],
+        capture_output=True,
+        text=True,
+    )
+    assert hadolint.returncode == 0, hadolint.stdout + hadolint.stderr
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_workloads_are_hardened_and_probed(overlay):
+    rendered = objects(overlay)
+    for name, container in containers(rendered):
+        context = container["securityContext"]
+        assert context["readOnlyRootFilesystem"] and not context["allowPrivilegeEscalation"], name
+        assert context["capabilities"] == {"drop": ["ALL"]}, name
+        assert container["resources"]["requests"] and container["resources"]["limits"], name
+        assert "readinessProbe" in container and "livenessProbe" in container, name
+    for name in ("gateway", "triton"):
+        assert ("PodDisruptionBudget", name) in rendered
+    gateway = dict(containers(rendered))["gateway"]
+    assert gateway["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
     from services.api import gunicorn_conf
 
-    compose = yaml.safe_load((DEPLOY / "compose" / "docker-compose.yml").read_text())
-    services = compose["services"]
+    grace = rendered[("Deployment", "gateway")]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace > gunicorn_conf.graceful_timeout + 5, "Kubernetes must not SIGKILL a draining gateway"
+    gpus = dict(containers(rendered))["triton"]["resources"]["limits"].get("nvidia.com/gpu")
+    assert (gpus == 1) if overlay != "cpu" else gpus is None
+
+
+def test_only_the_gateway_reaches_tritons_grpc_port():
+    policies = [doc for (kind, _), doc in objects("gpu").items() if kind == "NetworkPolicy"]
+    assert any(
+        p["spec"]["podSelector"] == {} and p["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in p["spec"]
+        for p in policies
+    ), "a default deny"
+    triton = next(p for p in policies if p["spec"]["podSelector"].get("matchLabels") == {"app": "triton"})
+    grpc = [rule for rule in triton["spec"]["ingress"] if {"port": 8001, "protocol": "TCP"} in rule["ports"]]
+    assert [rule["from"] for rule in grpc] == [[{"podSelector": {"matchLabels": {"app": "gateway"}}}]]
+
+
+class ComposeLoader(yaml.SafeLoader):
+    """YAML as Compose reads it: its `!reset` and `!override` merge tags."""
+
+
+def _merge_tag(loader: yaml.SafeLoader, node: yaml.Node):
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_scalar(node)
+
+
+for tag in ("!reset", "!override"):
+    ComposeLoader.add_constructor(tag, _merge_tag)
+
+
+def compose(name: str) -> dict:
+    return yaml.load((DEPLOY / "compose" / name).read_text(), Loader=ComposeLoader)
+
+
+def test_compose_references_only_what_it_defines():
+    """Services, volumes, networks and secrets it names exist; files it mounts exist (secrets: made by a script)."""
+    from services.api import gunicorn_conf
+
+    main = compose("docker-compose.yml")
+    services = main["services"]
     for name, service in services.items():
         for dependency in service.get("depends_on", {}):
             assert dependency in services, f"{name} depends on missing {dependency}"
-    gateway = services["gateway"]
-    fields = set(GatewaySettings.model_fields)
-    for variable in gateway["environment"]:
-        assert variable.removeprefix("GATEWAY_").split("__")[0].lower() in fields, variable
-    host, port = gateway["environment"]["GATEWAY_TRITON_GRPC_URL"].split(":")
-    assert int(port) in container_ports(services[host])
-    grace = int(gateway["stop_grace_period"].removesuffix("s"))
-    assert grace > gunicorn_conf.graceful_timeout, "Compose must not SIGKILL the gateway while it drains"
-    prometheus = yaml.safe_load((DEPLOY / "compose" / "prometheus.yml").read_text())
-    for job in prometheus["scrape_configs"]:
-        for target in job["static_configs"][0]["targets"]:
-            host, port = target.split(":")
-            assert int(port) in container_ports(services[host]), f"{job['job_name']} scrapes {target}"
-    for volume in services["prometheus"]["volumes"]:
-        source = volume.split(":")[0]
-        assert (DEPLOY / "compose" / source).resolve().exists(), f"prometheus mounts missing {source}"
+        for network in service.get("networks", []):
+            assert network in main["networks"], f"{name}: network {network}"
+        for secret in service.get("secrets", []):
+            assert secret in main["secrets"], f"{name}: secret {secret}"
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith((".", "/")):
+                assert source.startswith("/var/run") or (DEPLOY / "compose" / source).resolve().exists(), source
+            else:
+                assert source in main["volumes"], f"{name}: volume {source}"
+        for key, value in service.get("environment", {}).items():
+            if re.search(r"PASSWORD|SECRET|TOKEN", key):
+                assert key.endswith("FILE") and str(value).startswith("/run/secrets/"), f"{name}: {key} inline"
+    assert main["networks"]["backend"]["internal"] is True
+    published = {name for name, s in services.items() if s.get("ports")}
+    assert published == {"gateway", "grafana", "mlflow", "jaeger"}, "only the API and the UIs"
+    assert int(services["gateway"]["stop_grace_period"].removesuffix("s")) > gunicorn_conf.graceful_timeout
+    for secret in main["secrets"].values():
+        assert secret["file"].startswith("./secrets/"), "secrets are files the make-secrets.sh script writes"
+    script = (DEPLOY / "compose" / "make-secrets.sh").read_text()
+    for secret in main["secrets"].values():
+        assert Path(secret["file"]).name in script
+    cpu = compose("docker-compose.cpu.yml")
+    assert set(cpu["services"]) <= set(services) and cpu["services"]["triton"]["image"].split(":")[1].startswith("cpu")
 
 
-def test_the_gateway_image_installs_only_the_serving_role():
-    """No load generator, plotting, export toolchain or local Triton wheel in the gateway image."""
-    import tomllib
+def project_variables() -> dict[str, set[str]]:
+    """Every environment variable the templates set for the project's own services, by service."""
+    found: dict[str, set[str]] = {}
+    for name, service in compose("docker-compose.yml")["services"].items():
+        found.setdefault(name, set()).update(service.get("environment", {}))
+    for overlay in OVERLAYS:
+        for name, container in containers(objects(overlay)):
+            found.setdefault(name, set()).update(item["name"] for item in container.get("env", []))
+    return found
 
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+def reads(settings_class, variable: str, prefix: str) -> bool:
+    path = variable.removeprefix(prefix).lower().split("__")
+    fields = settings_class.model_fields
+    for part in path[:-1]:
+        if part not in fields:
+            return False
+        fields = fields[part].annotation.model_fields
+    aliases = {a for f in fields.values() if f.validation_alias for a in getattr(f.validation_alias, "choices", [])}
+    return path[-1] in fields or variable in aliases
+
+
+def test_every_variable_a_template_sets_is_a_setting_the_service_reads():
+    checked = 0
+    for service, variables in project_variables().items():
+        for variable in variables:
+            if variable.startswith("GATEWAY_"):
+                assert reads(GatewaySettings, variable, "GATEWAY_"), f"{service}: {variable}"
+            elif variable.startswith("CONTROLLER_"):
+                assert reads(ControllerSettings, variable, "CONTROLLER_"), f"{service}: {variable}"
+            elif variable == "MLFLOW_TRACKING_URI":
+                assert reads(RegistrySettings, variable, "REGISTRY_"), f"{service}: {variable}"
+            else:  # third-party images' own variables (PostgreSQL, MinIO, Grafana, Jaeger, MLflow's S3 client)
+                assert service in {"postgres", "minio", "grafana", "jaeger", "mlflow"}, f"{service}: {variable}"
+                continue
+            checked += 1
+    assert checked >= 15, checked
+
+
+def test_images_are_multi_stage_pinned_and_non_root():
+    for dockerfile in DEPLOY.glob("docker/*.Dockerfile"):
+        text = dockerfile.read_text()
+        bases = re.findall(r"^FROM (\S+)", text, re.M)
+        assert len(bases) >= 2, f"{dockerfile.name}: build and runtime stages"
+        assert all(re.search(r":\d[\w.-]*$", base) for base in bases), f"{dockerfile.name}: pinned tags {bases}"
+        user = re.findall(r"^USER (\S+)", text, re.M)
+        assert user and user[-1] not in ("root", "0"), dockerfile.name
+        assert "HEALTHCHECK" in text, dockerfile.name
+        for source in re.findall(r"^COPY (?!--from)(\S+) ", text, re.M):
+            if not source.startswith(("build/", "${")):  # build/ is made by `make model` / `make model-repo`
+                assert (ROOT / source).exists(), f"{dockerfile.name} copies missing {source}"
+
+
+def test_gateway_image_runs_the_gateway_with_only_the_serving_role():
     gateway = (DEPLOY / "docker" / "gateway.Dockerfile").read_text()
+    app = re.search(r"'([\w.]+):(\w+)\(\)'", gateway)
+    assert callable(getattr(__import__(app.group(1), fromlist=[app.group(2)]), app.group(2)))
     assert re.findall(r"pip install[^\n]*\.\[(\w[\w,-]*)\]", gateway) == ["serve"]
-    assert "COPY loadtest" not in gateway and "COPY model_repository" not in gateway
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
-    def requirements(extra: str, seen: set[str] = frozenset()) -> set[str]:
+    def requirements(extra: str) -> set[str]:
         names = set()
         for requirement in project["optional-dependencies"][extra]:
             name = re.split(r"[\[=<>]", requirement)[0]
             if name == project["name"]:
                 for inner in re.search(r"\[(.*)\]", requirement).group(1).split(","):
-                    names |= requirements(inner, seen | {extra})
+                    names |= requirements(inner)
             else:
                 names.add(name)
         return names
@@ -110,17 +278,20 @@ def test_the_gateway_image_installs_only_the_serving_role():
         "transformers",
         "onnx",
         "nvidia-pytriton",
+        "mlflow",
         "pytest",
     }, serving
 
 
-def test_dockerfiles_start_what_exists():
-    gateway = (DEPLOY / "docker" / "gateway.Dockerfile").read_text()
-    app = re.search(r"'([\w.]+):(\w+)\(\)'", gateway)
-    module = __import__(app.group(1), fromlist=[app.group(2)])
-    assert callable(getattr(module, app.group(2)))
-    assert "python:services.api.gunicorn_conf" in gateway
-    for dockerfile in DEPLOY.glob("docker/*.Dockerfile"):
-        for source in re.findall(r"^COPY (\S+) ", dockerfile.read_text(), re.M):
-            if not source.startswith("build/"):  # build/ is made by `make model` / `serving model-repo`
-                assert (ROOT / source).exists(), f"{dockerfile.name} copies missing {source}"
+def test_each_triton_image_is_built_from_its_own_rendering():
+    """`make model-repo` writes where the image build reads: GPU rendering -> the default (GPU) image, the CPU
+    rendering -> the image the CPU overlay runs."""
+    dockerfile = (DEPLOY / "docker" / "triton.Dockerfile").read_text()
+    default = re.search(r"^ARG REPOSITORY=(\S+)", dockerfile, re.M).group(1)
+    assert Path(default) == repository_dir("container", gpu=True)
+    readme = (DEPLOY / "README.md").read_text()
+    assert f"--build-arg REPOSITORY={repository_dir('container', gpu=False)}" in readme
+    assert "make model-repo TARGET=container GPU=1" in readme and "make model-repo TARGET=container\n" in readme + "\n"
+    images = {overlay: dict(containers(objects(overlay)))["triton"]["image"] for overlay in ("gpu", "cpu")}
+    assert images["gpu"].split(":")[1].startswith("gpu") and images["cpu"].split(":")[1].startswith("cpu")
+    assert f"-t transformer-serving/triton:{images['cpu'].split(':')[1]}" in readme
