@@ -89,7 +89,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "a": write_tiny_checkpoint(base / "a", seed=0),
         "b": write_tiny_checkpoint(base / "b", seed=1),
         "c": write_tiny_checkpoint(base / "c", seed=2),
-        "slow": write_tiny_checkpoint(base / "slow", seed=3, layers=8, intermediate=16384),
+        "slow": write_tiny_checkpoint(base / "slow", seed=3, layers=12, intermediate=16384),
         "wide": write_tiny_checkpoint(base / "wide", seed=4, hidden=64),
     }
 
@@ -170,7 +170,8 @@ def test_a_slower_version_is_rolled_back_and_tagged(stack, checkpoints):
     stack.admin("PUT", "/endpoints/emb/canary", {"versions": ["2"], "weights": [1.0]})  # new versions wait
     assert stack.registry.register(checkpoints["slow"], "tiny-emb")["version"] == "3"
     stack.wait_for("version 3 live", lambda: stack.versions().get("3", {}).get("state") == "live", timeout=90)
-    thread, results = attack_in_background(stack, seconds=20, rate=40)
+    # a light load: the stable version's p99 is then its own, not the queue's
+    thread, results = attack_in_background(stack, seconds=20, rate=20)
     stack.admin(
         "POST",
         "/endpoints/emb/rollout",
