@@ -103,6 +103,7 @@ def up(
     triton_http_port: int = typer.Option(8000, help="Triton HTTP (KServe v2) port."),
     triton_grpc_port: int = typer.Option(8001, help="Triton gRPC port."),
     triton_metrics_port: int = typer.Option(8002, help="Triton Prometheus metrics port."),
+    triton_address: str = typer.Option("127.0.0.1", help="Where Triton's ports bind (only the API port is public)."),
     padding: str = typer.Option("ragged", help="How variable-length inputs batch in Triton: ragged | bucket."),
     endpoints_file: Path = typer.Option(Path("endpoints.json"), help="clearml: the gateway's endpoint file."),
     otlp_endpoint: str = typer.Option(
@@ -133,7 +134,7 @@ def up(
         padding=padding,
         endpoints_file=endpoints_file,
         otlp_endpoint=otlp_endpoint,
-        triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port),
+        triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port, triton_address),
         log_json=detach if log_json is None else log_json,
     )
     launcher = Launcher(options.run_dir)

@@ -13,6 +13,7 @@ from observability import metrics
 from observability.logging import setup_logging
 from observability.tracing import setup_tracing, shutdown_tracing
 from services.api import v2
+from services.api.auth import ApiKeyMiddleware, load_keys
 from services.api.dataplane import DataPlane
 from services.api.errors import install_error_handlers
 from services.api.fastpath import ServeFastPath
@@ -101,4 +102,8 @@ def create_app(
     for extra in routers:
         app.include_router(extra)
     install_error_handlers(app)
-    return ObservabilityMiddleware(ServeFastPath(app), service_name=service_name)
+    inner = ServeFastPath(app)
+    keys = load_keys(settings)
+    if keys:
+        inner = ApiKeyMiddleware(inner, keys, settings.protect_metrics)
+    return ObservabilityMiddleware(inner, service_name=service_name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -64,6 +64,12 @@ class ApiSettings(BaseSettings):
     """Requests one worker handles at once; past it new requests get 429 with Retry-After."""
     intra_op_threads: int | None = Field(None, ge=1)
     """ONNX Runtime threads per worker; default: CPU cores divided by workers."""
+    api_keys: list[SecretStr] = Field(default_factory=list)
+    """API keys for /serve, /v1 and /v2 (`Authorization: Bearer KEY`); none and no keys file: inference is open."""
+    api_keys_file: Path | None = None
+    """A file of API keys, one a line (# comments allowed)."""
+    protect_metrics: bool = False
+    """Ask for an API key on /metrics too (health stays open for probes)."""
     observability: ObservabilitySettings = ObservabilitySettings()
     monitoring: DriftSettings = DriftSettings()
 

@@ -26,6 +26,9 @@ class TritonPorts:
     http: int = 8000
     grpc: int = 8001
     metrics: int = 8002
+    address: str = "127.0.0.1"
+    """Where all three bind: loopback by default, since only the stack's API port is meant to be public
+    (`serving up --triton-address 0.0.0.0` to expose Triton itself)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,9 @@ def triton_process(
         f"--http-port={ports.http}",
         f"--grpc-port={ports.grpc}",
         f"--metrics-port={ports.metrics}",
+        f"--http-address={ports.address}",
+        f"--grpc-address={ports.address}",
+        f"--metrics-address={ports.address}",
         "--allow-metrics=true",
         "--allow-gpu-metrics=false",
         "--allow-cpu-metrics=true",

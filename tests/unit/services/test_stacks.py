@@ -69,3 +69,10 @@ def test_triton_stack_loads_the_whole_ensemble_and_tracing_follows_the_knob(opti
 def test_an_unknown_stack_names_the_choices(options):
     with pytest.raises(ConfigurationError, match="fastapi, triton, clearml"):
         stack_processes(replace(options, stack="kserve"))
+
+
+def test_tritons_ports_bind_to_loopback_unless_told_otherwise(options):
+    triton, *_ = stack_processes(options)
+    assert {"--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1"} <= set(triton.argv)
+    public = replace(options, triton_ports=TritonPorts(9200, 9201, 9202, "0.0.0.0"))
+    assert "--grpc-address=0.0.0.0" in stack_processes(public)[0].argv

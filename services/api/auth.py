@@ -1,0 +1,49 @@
+"""Optional API keys for inference: `/serve`, `/v1` and `/v2` need `Authorization: Bearer <key>` (what the openai
+client sends as its api_key) when keys are configured; health stays open, `/metrics` too unless
+`protect_metrics` is set. Keys are compared in constant time and never logged. The admin API has its own token
+(`services.lifecycle.admin`)."""
+
+from __future__ import annotations
+
+import hmac
+from pathlib import Path
+
+from services.api.errors import error_response
+from services.common.errors import ConfigurationError, Unauthorized
+from services.common.settings import ApiSettings
+
+PROTECTED = ("/serve/", "/v1/", "/v2/")
+
+
+def load_keys(settings: ApiSettings) -> list[bytes]:
+    keys = [key.get_secret_value() for key in settings.api_keys]
+    if settings.api_keys_file is not None:
+        path = Path(settings.api_keys_file)
+        if not path.is_file():
+            raise ConfigurationError(f"API keys file {path} does not exist (SERVING_API_KEYS_FILE)")
+        keys += [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    return [key.encode() for key in keys]
+
+
+class ApiKeyMiddleware:
+    def __init__(self, app, keys: list[bytes], protect_metrics: bool):
+        self.app = app
+        self.keys = keys
+        self.prefixes = PROTECTED + (("/metrics",) if protect_metrics else ())
+
+    def allowed(self, scope) -> bool:
+        header = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        scheme, _, given = header.partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False
+        given = given.strip()
+        # every key compared, so the time taken says nothing about which one (or how much of one) matched
+        return sum(hmac.compare_digest(given, key) for key in self.keys) > 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith(self.prefixes) and not self.allowed(scope):
+            error = Unauthorized("send an API key as 'Authorization: Bearer <key>' (the openai client's api_key)")
+            response = error_response(error)
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return await response(scope, receive, send)
+        return await self.app(scope, receive, send)
