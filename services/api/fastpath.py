@@ -27,7 +27,7 @@ class ServeFastPath:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith("/serve/"):
             return await self.app(scope, receive, send)
-        parts = scope["path"][len("/serve/") :].split("/")
+        parts = scope["path"][len("/serve/") :].rstrip("/").split("/")  # `/serve/name/` is `/serve/name`
         if not 1 <= len(parts) <= 2 or not all(parts):
             return await self.app(scope, receive, send)  # FastAPI answers its 404
         dataplane = getattr(self.app.state, "dataplane", None)
@@ -49,7 +49,12 @@ class ServeFastPath:
 
         try:
             response: Response = await serve_core(
-                dataplane, parts[0], parts[1] if len(parts) == 2 else None, read, headers.get(CANARY_KEY_HEADER)
+                dataplane,
+                parts[0],
+                parts[1] if len(parts) == 2 else None,
+                read,
+                headers.get(CANARY_KEY_HEADER),
+                headers.get("content-type"),
             )
         except ServingError as exc:
             response = logged_error_response("POST", scope["path"], exc)

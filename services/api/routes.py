@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -58,12 +60,46 @@ def serve_payload(model: ServedModel, prediction: Prediction, single: bool) -> d
     return payload
 
 
+def pipeline_body(raw: bytes, content_type: str | None):
+    """What clearml-serving hands to `preprocess`: the parsed JSON for a JSON body, the raw bytes for any other
+    content type (images, audio, protobuf...). No content type, or curl's default form type, is read as JSON."""
+    kind = (content_type or "").split(";")[0].strip().lower()
+    if kind in ("", "application/x-www-form-urlencoded") or kind.endswith("json"):
+        return parse_json(raw)
+    return raw
+
+
+def _jsonable(value: Any) -> Any:
+    """What orjson cannot serialise as-is, the way clearml-serving users' postprocess code returns it."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()  # a non-contiguous array
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def dumps_any(result: Any, endpoint: str) -> bytes:
+    try:
+        return orjson.dumps(result, default=_jsonable, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    except TypeError as exc:
+        raise InvalidInput(
+            f"postprocess of endpoint '{endpoint}' returned what JSON cannot carry: {exc}", param="postprocess"
+        ) from None
+
+
 async def serve_core(
     dataplane: DataPlane,
     endpoint: str,
     version: str | None,
     read: Callable[[], Awaitable[bytes]],
     routing_key: str | None = None,
+    content_type: str | None = None,
 ) -> Response:
     """`/serve/{endpoint}[/{version}]`, shared by the FastAPI route and the raw-ASGI fast path (`fastpath`).
     `routing_key` (the `x-canary-key` header) keeps a caller on one version while a canary runs."""
@@ -71,13 +107,12 @@ async def serve_core(
     if not hasattr(target, "choose"):  # a pipeline endpoint: clearml-serving preprocess code serves it
         with dataplane.admit():
             with stage("parse"):
-                body = parse_json(await read())
+                body = pipeline_body(await read(), content_type)
             with metrics.endpoint_request(endpoint, target.version):
                 result = await target.serve(version, body)
+                content = dumps_any(result, endpoint)
             headers = {"x-model-name": endpoint, "x-model-version": target.version}
-            return Response(
-                orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json", headers=headers
-            )
+            return Response(content, media_type="application/json", headers=headers)
     model = target.choose(version, routing_key)
     set_serving_model(endpoint, model.version, model.run_id)  # the request's own context: gone when it ends
     with dataplane.admit(), metrics.endpoint_request(endpoint, model.version):
@@ -107,6 +142,7 @@ async def _serve(request: Request, endpoint: str, version: str | None) -> Respon
         version,
         lambda: read_body(request.stream(), request.headers, limit),
         request.headers.get(CANARY_KEY_HEADER),
+        request.headers.get("content-type"),
     )
 
 

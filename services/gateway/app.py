@@ -39,12 +39,13 @@ def create_app(settings: GatewaySettings | None = None):
             )
         if settings.endpoints_file is not None:
             path = settings.endpoints_file.resolve()
-            serving_url = f"http://127.0.0.1:{settings.port}/serve"
+            serving_url = settings.serving_base_url or f"http://127.0.0.1:{settings.port}/serve"
             resolvers.append(
                 FileWatcher(
                     path,
                     lambda p: EndpointRegistry.build(EndpointsFile.read(p), triton, serving_url, p.parent, monitor),
                     settings.endpoints_poll_interval,
+                    settings.endpoints_retire_after,
                 )
             )
         model = settings.triton_model if manifest is not None else None

@@ -15,7 +15,7 @@ from services.common.contract import Manifest
 from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
 from services.common.onnx_runner import OnnxModel
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
-from services.gateway.preprocess import UserPreprocess
+from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess, source_stamp
 from services.gateway.triton_client import TritonClient
 from services.monitoring import statistics
 from services.monitoring.drift import DriftMonitor
@@ -49,17 +49,18 @@ class ConfiguredEndpoint:
             collected.update(values or {})
 
         with stage("preprocess"):
-            data = await self._user_step("preprocess", body, state, collect, InvalidInput)
+            data = await self._user_step("preprocess", body, state, collect)
         with stage("triton" if self.config.engine == "triton" else "inference"):
             data = await self._process(data, state, collect)
         with stage("postprocess"):
-            data = await self._user_step("postprocess", data, state, collect, ServingError)
+            data = await self._user_step("postprocess", data, state, collect)
         statistics.record(self.name, self.version, self.declared, collected, data, body, self.monitor)
         return data
 
-    async def _user_step(self, method: str, data: Any, state: dict, collect, error: type[ServingError]) -> Any:
-        """Call the user's `method` if the Preprocess class has it; its failures become `error` (422 for a body
-        preprocess rejects, 500 for a postprocess that breaks), logged with the traceback and the request id."""
+    async def _user_step(self, method: str, data: Any, state: dict, collect) -> Any:
+        """Call the user's `method` if the Preprocess class has it. An exception in user code is a 422 naming the
+        stage (the caller's error body carries the request id), logged with the traceback under that request id:
+        never an opaque 500."""
         if not (self.preprocess and self.preprocess.has(method)):
             return data
         try:
@@ -68,11 +69,13 @@ class ConfiguredEndpoint:
             raise
         except Exception as exc:
             log.exception("%s of endpoint '%s' failed", method, self.name)
-            raise error(f"{method} of endpoint '{self.name}' failed: {exc}") from None
+            raise InvalidInput(
+                f"{method} of endpoint '{self.name}' failed: {type(exc).__name__}: {exc}", param=method
+            ) from None
 
     async def _process(self, data: Any, state: dict, collect) -> Any:
         if self.preprocess and self.preprocess.has("process"):  # the custom engine, or an override of the engine
-            return await self.preprocess.call("process", data, state, collect)
+            return await self._user_step("process", data, state, collect)
         specs = self.config.inputs
         arrays = [data] if len(specs) == 1 else list(data)
         if len(arrays) != len(specs):
@@ -128,9 +131,23 @@ class EndpointRegistry:
         self.errors = errors or {}
         self.metrics = metrics or {}
         """Declared custom statistics by endpoint name, for any endpoint (built-in, deployed or configured)."""
+        self.sources: list[Path] = []
+        """Every preprocess file or folder the endpoint file names (those that failed too): an edit reloads."""
 
     def get(self, name: str) -> ConfiguredEndpoint | None:
         return self.endpoints.get(name)
+
+    def source_stamps(self) -> tuple:
+        return tuple(source_stamp(path) for path in self.sources)
+
+    def unload(self) -> None:
+        """Call every Preprocess's unload() (the registry was replaced, or the worker stops)."""
+        for endpoint in self.endpoints.values():
+            if endpoint.preprocess is not None:
+                try:
+                    endpoint.preprocess.unload()
+                except Exception:  # noqa: BLE001 - user code; the others still get their unload()
+                    log.exception("unload() of endpoint '%s' failed", endpoint.name)
 
     def names(self) -> list[str]:
         return sorted(self.endpoints)
@@ -145,6 +162,7 @@ class EndpointRegistry:
         monitor: DriftMonitor | None = None,
     ) -> EndpointRegistry:
         endpoints, errors = {}, dict(file.invalid)
+        sources = [base_dir / config.preprocess for config in file.endpoints.values() if config.preprocess]
         for name, config in file.endpoints.items():
             try:
                 endpoints[name] = cls._endpoint(
@@ -152,7 +170,9 @@ class EndpointRegistry:
                 )
             except Exception as exc:  # noqa: BLE001 - user code and model files fail in every way; report, go on
                 errors[name] = exc.message if isinstance(exc, ServingError) else f"{type(exc).__name__}: {exc}"
-        return cls(endpoints, errors, file.metrics)
+        registry = cls(endpoints, errors, file.metrics)
+        registry.sources = sources
+        return registry
 
     @staticmethod
     def _endpoint(
@@ -168,7 +188,10 @@ class EndpointRegistry:
         preprocess = None
         if config.preprocess:
             preprocess = UserPreprocess(
-                base_dir / config.preprocess, config, model_file=config.model_file, serving_url=serving_url
+                base_dir / config.preprocess,
+                ClearMLModelEndpoint.from_config(name, config),
+                model_file=config.model_file,
+                serving_url=serving_url,
             )
         if config.engine == "custom" and not preprocess.has("process"):
             raise ConfigurationError(f"endpoint '{name}' is custom but its Preprocess has no process()")

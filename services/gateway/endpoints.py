@@ -102,10 +102,12 @@ class FileWatcher:
     """An endpoint resolver over a configuration file: polls it; on a change builds a new registry off the event
     loop with `load(path)` and swaps it in. A file that fails to load leaves the previous registry serving."""
 
-    def __init__(self, path: Path, load, interval: float):
+    def __init__(self, path: Path, load, interval: float, retire_after: float = 30.0):
         self.path = path
         self.load = load  # Path -> registry with get(name) and names()
         self.interval = interval
+        self.retire_after = retire_after
+        """Seconds a replaced registry stays loaded (its requests in flight finish) before its unload() runs."""
         self.stamp = file_stamp(path)
         self.error: str | None = None
         try:
@@ -114,8 +116,15 @@ class FileWatcher:
             self.current = EmptyRegistry()
             self.error = str(exc)
             log.error("%s not applied: %s", path, exc)
+        self.stamp = self._stamp()
         self._report()
         self._task: asyncio.Task | None = None
+        self._retiring: set[asyncio.Task] = set()
+
+    def _stamp(self) -> tuple:
+        """The file's, and the preprocess code's it names (an edit to a preprocess file reloads it too)."""
+        sources = getattr(self.current, "source_stamps", None) if hasattr(self, "current") else None
+        return (file_stamp(self.path), sources() if sources else ())
 
     def resolve(self, name: str):
         return self.current.get(name)
@@ -142,6 +151,14 @@ class FileWatcher:
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
+        for task in self._retiring:
+            task.cancel()
+        if hasattr(self.current, "unload"):
+            await asyncio.to_thread(self.current.unload)
+
+    async def _retire(self, registry) -> None:
+        await asyncio.sleep(self.retire_after)
+        await asyncio.to_thread(registry.unload)
 
     async def _run(self) -> None:
         while True:
@@ -149,7 +166,7 @@ class FileWatcher:
             await self.check()
 
     async def check(self) -> bool:
-        stamp = file_stamp(self.path)
+        stamp = self._stamp()
         if stamp == self.stamp:
             return False
         try:
@@ -159,8 +176,14 @@ class FileWatcher:
             self.stamp, self.error = stamp, str(exc)
             self._report()
             return False
-        self.current, self.stamp, self.error = registry, stamp, None
+        previous = self.current
+        self.current, self.error = registry, None
+        self.stamp = self._stamp()
         self._report()
+        if hasattr(previous, "unload"):
+            task = asyncio.get_running_loop().create_task(self._retire(previous))
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
         for name, problem in getattr(registry, "errors", {}).items():
             log.error("%s: endpoint '%s' not served: %s", self.path, name, problem)
         log.info("configuration reloaded from %s", self.path)

@@ -27,6 +27,10 @@ class GatewaySettings(ApiSettings):
     """Endpoint configuration (JSON) edited with `serving endpoints ...`; workers pick up changes without a restart."""
     endpoints_poll_interval: float = Field(1.0, gt=0)
     """How often workers check the endpoint file and the deployment state for changes, in seconds."""
+    endpoints_retire_after: float = Field(30.0, ge=0)
+    """Seconds replaced preprocess instances stay loaded (their requests in flight finish) before unload() runs."""
+    serving_base_url: str | None = None
+    """Where preprocess code's `send_request` sends (clearml-serving's serving base URL); default: this gateway."""
     deployments_file: Path | None = None
     """Deployment state of registry-deployed endpoints, written by the lifecycle controller and the admin API."""
     admin_token: SecretStr | None = None

@@ -16,8 +16,12 @@ KEYS = ["first-key-0123456789", "second-key-9876543210"]
 def server(tmp_path_factory, tiny_model):
     tmp = tmp_path_factory.mktemp("auth")
     (tmp / "keys").write_text(f"# inference keys\n{KEYS[1]}\n")
-    env = {"SERVING_API_KEYS": json.dumps(KEYS[:1]), "SERVING_API_KEYS_FILE": str(tmp / "keys"),
-           "SERVING_PROTECT_METRICS": "true", "SERVING_OBSERVABILITY__LOG_JSON": "true"}
+    env = {
+        "SERVING_API_KEYS": json.dumps(KEYS[:1]),
+        "SERVING_API_KEYS_FILE": str(tmp / "keys"),
+        "SERVING_PROTECT_METRICS": "true",
+        "SERVING_OBSERVABILITY__LOG_JSON": "true",
+    }
     server = start_http_stack(tmp, tiny_model, env=env)
     yield server
     server.launcher.stop_all()
@@ -38,8 +42,9 @@ def test_keys_from_the_setting_and_the_file_work_and_the_openai_client_sends_its
     from openai import OpenAI
 
     for key in KEYS:
-        response = httpx.post(server.url + "/serve/minilm", json={"text": "hello"},
-                              headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        response = httpx.post(
+            server.url + "/serve/minilm", json={"text": "hello"}, headers={"Authorization": f"Bearer {key}"}, timeout=10
+        )
         assert response.status_code == 200
     result = OpenAI(base_url=server.url + "/v1", api_key=KEYS[1]).embeddings.create(model="tiny-bert", input="hi")
     assert len(result.data[0].embedding) == 32

@@ -43,3 +43,27 @@ def test_openai_request():
     with pytest.raises(InvalidInput) as info:
         validate(EmbeddingsRequest, {"input": [[1, 2, 3]]})
     assert info.value.param.startswith("input")
+
+
+def test_gzip_bodies_are_decompressed_within_the_limit():
+    import asyncio
+    import gzip
+
+    from services.api.body import read_body
+    from services.common.errors import BadRequest, PayloadTooLarge
+
+    async def chunks(data: bytes):
+        yield data
+
+    def read(data: bytes, encoding: str, limit: int = 1000) -> bytes:
+        return asyncio.run(read_body(chunks(data), {"content-encoding": encoding}, limit))
+
+    assert read(gzip.compress(b'{"text": "hi"}'), "gzip") == b'{"text": "hi"}'
+    bomb = gzip.compress(b"0" * 1_000_000)  # ~1 KB on the wire, a megabyte inside
+    assert len(bomb) < 1100
+    with pytest.raises(PayloadTooLarge, match="decompresses to more than"):
+        read(bomb, "gzip", limit=10_000)
+    with pytest.raises(BadRequest, match="cannot be decompressed"):
+        read(b"not gzip", "gzip")
+    with pytest.raises(BadRequest, match="'br' is not supported"):
+        read(b"x", "br")
