@@ -386,6 +386,10 @@ def main() -> None:
     from services.registry.mlflow_registry import ModelRegistry
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # The controller retries a failing step itself, with its own backoff, and says so; MLflow's client would
+    # otherwise retry each call for minutes inside one step and stall every endpoint's reconciliation.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     settings = ControllerSettings()
     setup_logging("INFO", json_lines=settings.log_json)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a readiness probe a second is not news

@@ -7,6 +7,8 @@ killed mid-rollout."""
 
 from __future__ import annotations
 
+import re
+import sys
 import threading
 import time
 from collections import Counter
@@ -250,3 +252,61 @@ def test_a_gateway_without_a_built_in_model_starts_and_serves_deployed_endpoints
             assert missing.status_code == 404 and "this server serves 'emb'" in missing.json()["error"]["message"]
     finally:
         gateway.launcher.stop_all()
+
+
+def test_a_corrupt_artifact_is_refused_and_never_served(stack, checkpoints, tmp_path):
+    from services.common.contract import MODEL_FILE
+    from services.modelbuild.export import build
+
+    model_dir = tmp_path / "model"
+    build(model_dir, checkpoints["a"])
+    with open(model_dir / MODEL_FILE, "ab") as handle:  # bytes changed after the manifest hashed them
+        handle.write(b"corrupted in storage")
+    mlflow = stack.registry.mlflow
+    with mlflow.start_run(experiment_id=stack.registry.experiment_id(), run_name="corrupt upload") as run:
+        mlflow.log_artifacts(str(model_dir), artifact_path="model")
+    version = str(
+        stack.registry.client.create_model_version(
+            "tiny-emb", source=f"runs:/{run.info.run_id}/model", run_id=run.info.run_id
+        ).version
+    )
+    stack.wait_for("the refusal", lambda: stack.versions().get(version, {}).get("state") == "rejected", timeout=60)
+    assert "does not match its manifest hash" in stack.versions()[version]["reason"]
+    assert httpx.get(f"{stack.triton}/v2/models/emb/versions/{version}/ready", timeout=5).status_code != 200
+    assert {v.version: v.tags for v in stack.registry.versions("tiny-emb")}[version]["deployment"] == "refused"
+    assert stack.serve().status_code == 200
+
+
+def test_an_unreachable_registry_is_retried_with_backoff_and_said(stack, tmp_path):
+    from services.launcher import Launcher, ProcessSpec
+    from services.lifecycle.state import DeploymentStore, EndpointState
+
+    DeploymentStore(tmp_path / "deployments.json").update(
+        lambda s: s.endpoints.setdefault("elsewhere", EndpointState(registered_name="tiny-emb"))
+    )
+    spec = ProcessSpec(
+        name="controller",
+        argv=[sys.executable, "-m", "services.lifecycle.controller"],
+        env={
+            "MLFLOW_TRACKING_URI": "http://127.0.0.1:1",
+            "CONTROLLER_DEPLOYMENTS_FILE": str(tmp_path / "deployments.json"),
+            "CONTROLLER_TRITON_REPOSITORY": str(tmp_path / "repository"),
+            "CONTROLLER_TRITON_HTTP_URL": stack.triton,
+            "CONTROLLER_GATEWAY_URL": stack.url,
+            "CONTROLLER_INTERVAL": "0.2",
+        },
+    )
+    launcher = Launcher(tmp_path)
+    proc = launcher.start(spec, detach=True)
+    try:
+        log = tmp_path / "logs" / "controller.log"
+        deadline = time.monotonic() + 60
+        while len(re.findall(r"discover:elsewhere failed .* retrying in", log.read_text() if log.exists() else "")) < 3:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
+        delays = [float(d) for d in re.findall(r"retrying in (\d+)s", log.read_text())]
+        assert delays[:3] == sorted(delays[:3]) and delays[2] > delays[0], "exponential backoff"
+        assert stack.serve().status_code == 200, "serving goes on without the registry"
+    finally:
+        launcher.stop_all()
