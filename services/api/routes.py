@@ -11,13 +11,15 @@ from typing import Any
 import numpy as np
 import orjson
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import Path as FastAPIPath
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from observability import metrics
 from observability.logging import set_serving_model
 from observability.metrics import metrics_payload, stage
 from services.api.body import parse_json, read_body, read_json, validate
 from services.api.dataplane import DataPlane, Prediction
+from services.api.openapi import EMBEDDINGS_BODY, INFERENCE_ERRORS, NOT_READY, OK, SERVE_BODY, errors
 from services.common.backend import ServedModel
 from services.common.errors import InvalidInput
 from services.common.outputs import classify
@@ -25,6 +27,8 @@ from services.common.schemas import EmbeddingsRequest, ServeRequest
 from services.monitoring import statistics
 
 router = APIRouter()
+ENDPOINT = FastAPIPath(description="The endpoint's name", examples=["minilm"])
+VERSION = FastAPIPath(description="One of the endpoint's live versions", examples=["1"])
 CANARY_KEY_HEADER = "x-canary-key"
 
 
@@ -146,17 +150,32 @@ async def _serve(request: Request, endpoint: str, version: str | None) -> Respon
     )
 
 
-@router.post("/serve/{endpoint}", summary="Run the endpoint's model on a text or a list of texts")
-async def serve(request: Request, endpoint: str) -> Response:
+@router.post(
+    "/serve/{endpoint}",
+    summary="Run the endpoint's model on a text or a list of texts",
+    responses=OK | INFERENCE_ERRORS,
+    openapi_extra=SERVE_BODY,
+)
+async def serve(request: Request, endpoint: str = ENDPOINT) -> Response:
     return await _serve(request, endpoint, None)
 
 
-@router.post("/serve/{endpoint}/{version}", summary="Run a specific version of the endpoint's model")
-async def serve_version(request: Request, endpoint: str, version: str) -> Response:
+@router.post(
+    "/serve/{endpoint}/{version}",
+    summary="Run a specific version of the endpoint's model",
+    responses=OK | INFERENCE_ERRORS,
+    openapi_extra=SERVE_BODY,
+)
+async def serve_version(request: Request, endpoint: str = ENDPOINT, version: str = VERSION) -> Response:
     return await _serve(request, endpoint, version)
 
 
-@router.post("/v1/embeddings", summary="OpenAI-compatible embeddings")
+@router.post(
+    "/v1/embeddings",
+    summary="OpenAI-compatible embeddings",
+    responses=OK | INFERENCE_ERRORS,
+    openapi_extra=EMBEDDINGS_BODY,
+)
 async def embeddings(request: Request) -> Response:
     dataplane = _dataplane(request)
     with dataplane.admit():
@@ -195,7 +214,7 @@ async def live() -> dict:
     return {"status": "alive"}
 
 
-@router.get("/health/ready", summary="The model is loaded, warmed up and its backend answers")
+@router.get("/health/ready", summary="The model is loaded, warmed up and its backend answers", responses=OK | NOT_READY)
 async def ready(request: Request) -> JSONResponse:
     dataplane = _dataplane(request)
     ok = await dataplane.is_ready()
@@ -207,7 +226,12 @@ async def ready(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ok else 503, headers=None if ok else {"Retry-After": "1"})
 
 
-@router.get("/metrics", summary="Prometheus metrics, merged over all workers")
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics, merged over all workers",
+    responses=errors(401),
+    response_class=PlainTextResponse,
+)
 async def prometheus_metrics() -> Response:
     payload, content_type = metrics_payload()
     return Response(payload, media_type=content_type)

@@ -9,17 +9,19 @@ from importlib.metadata import version as package_version
 
 import numpy as np
 import orjson
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 from tritonclient.utils import deserialize_bytes_tensor
 
 from observability.metrics import stage
 from services.api.body import read_body
 from services.api.dataplane import DataPlane
+from services.api.openapi import INFERENCE_ERRORS, NOT_READY, OK, V2_BODY, errors
 from services.common.backend import ServedModel
 from services.common.errors import BadRequest, InvalidInput
 
 router = APIRouter(prefix="/v2")
+MODEL = Path(description="The endpoint's name (the model name of the protocol)", examples=["minilm"])
 TEXT = "TEXT"
 
 
@@ -122,30 +124,30 @@ async def live() -> Response:
     return _json({"live": True})
 
 
-@router.get("/health/ready")
+@router.get("/health/ready", responses=OK | NOT_READY)
 async def ready(request: Request) -> Response:
     dataplane = _dataplane(request)
     ok = await dataplane.is_ready()
     return _json({"ready": ok}, 200 if ok else 503)
 
 
-@router.get("/models/{model}")
-@router.get("/models/{model}/versions/{version}")
-async def model_metadata(request: Request, model: str, version: str | None = None) -> Response:
+@router.get("/models/{model}", responses=OK | errors(401, 404, 422))
+@router.get("/models/{model}/versions/{version}", responses=OK | errors(401, 404, 422))
+async def model_metadata(request: Request, model: str = MODEL, version: str | None = None) -> Response:
     return _json(_metadata(*_model(request, model, version)))
 
 
-@router.get("/models/{model}/ready")
-@router.get("/models/{model}/versions/{version}/ready")
-async def model_ready(request: Request, model: str, version: str | None = None) -> Response:
+@router.get("/models/{model}/ready", responses=OK | NOT_READY | errors(401, 404, 422))
+@router.get("/models/{model}/versions/{version}/ready", responses=OK | NOT_READY | errors(401, 404, 422))
+async def model_ready(request: Request, model: str = MODEL, version: str | None = None) -> Response:
     dataplane, _ = _model(request, model, version)
     ok = await dataplane.is_ready()
     return _json({"name": model, "ready": ok}, 200 if ok else 503)
 
 
-@router.post("/models/{model}/infer")
-@router.post("/models/{model}/versions/{version}/infer")
-async def infer(request: Request, model: str, version: str | None = None) -> Response:
+@router.post("/models/{model}/infer", responses=OK | INFERENCE_ERRORS, openapi_extra=V2_BODY)
+@router.post("/models/{model}/versions/{version}/infer", responses=OK | INFERENCE_ERRORS, openapi_extra=V2_BODY)
+async def infer(request: Request, model: str = MODEL, version: str | None = None) -> Response:
     dataplane, served = _model(request, model, version)
     with dataplane.admit():
         with stage("parse"):

@@ -33,7 +33,7 @@ class EmbeddingsRequest(BaseModel):
     input: StrictStr | list[StrictStr] = Field(description="a string or a non-empty list of strings")
     model: StrictStr | None = None
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = None
+    dimensions: int | None = Field(None, ge=1)
     user: StrictStr | None = None
 
     @model_validator(mode="after")

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field, model_validator
 
 from observability.metrics import endpoint_request_counts
+from services.api.openapi import OK, errors
 from services.common.errors import Conflict, InvalidInput, NotFound, Unauthorized, Unavailable
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.state import Deployments, DeploymentStore, EndpointState, Rollout
@@ -114,7 +115,12 @@ def admin_router(settings) -> APIRouter:
             raise Unavailable("no deployment state is configured (GATEWAY_DEPLOYMENTS_FILE)")
         return store
 
-    admin = APIRouter(prefix="/admin", dependencies=[Depends(authorized)], tags=["admin"])
+    admin = APIRouter(
+        prefix="/admin",
+        dependencies=[Depends(authorized)],
+        tags=["admin"],
+        responses=OK | errors(400, 401, 404, 409, 422, 503),
+    )
 
     @admin.get("/endpoints", summary="Every deployed endpoint: versions, state, traffic share, requests so far")
     async def list_endpoints() -> dict:
@@ -180,7 +186,7 @@ def admin_router(settings) -> APIRouter:
         store.update(change)
         return {"endpoint": endpoint, "version": version, "state": "draining"}
 
-    lineage = APIRouter(tags=["lifecycle"])
+    lineage = APIRouter(tags=["lifecycle"], responses=OK | errors(404, 422))
 
     @lineage.get("/models/{endpoint}", summary="What each version of an endpoint is and where it came from")
     async def models(endpoint: str) -> dict:
