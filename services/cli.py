@@ -100,6 +100,7 @@ def up(
     port: int = typer.Option(8080, help="HTTP port of the stack's API."),
     host: str = typer.Option("0.0.0.0", help="Address to bind."),
     model_dir: Path = typer.Option(Path("build/model"), help="Exported model directory."),
+    endpoint: str = typer.Option(None, help="Name of the built-in endpoint; default: the model's (`minilm`)."),
     triton_http_port: int = typer.Option(8000, help="Triton HTTP (KServe v2) port."),
     triton_grpc_port: int = typer.Option(8001, help="Triton gRPC port."),
     triton_metrics_port: int = typer.Option(8002, help="Triton Prometheus metrics port."),
@@ -136,6 +137,7 @@ def up(
         otlp_endpoint=otlp_endpoint,
         triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port, triton_address),
         log_json=detach if log_json is None else log_json,
+        endpoint=endpoint,
     )
     launcher = Launcher(options.run_dir)
     try:
