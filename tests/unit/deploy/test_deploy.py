@@ -46,6 +46,12 @@ def containers(rendered: dict) -> list[tuple[str, dict]]:
     ]
 
 
+def checkov(*target: str) -> subprocess.CompletedProcess:
+    """checkov with the project's skip list (each skip has its reason in deploy/checkov.yaml)."""
+    argv = [str(CHECKOV), *target, "--config-file", str(DEPLOY / "checkov.yaml"), "--quiet", "--compact"]
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
 @pytest.fixture(scope="module", params=OVERLAYS)
 def rendered(request, tmp_path_factory) -> tuple[str, Path]:
     path = tmp_path_factory.mktemp("k8s") / f"{request.param}.yaml"
@@ -68,41 +74,13 @@ def test_every_overlay_validates_strictly_against_the_kubernetes_api(rendered):
 def test_every_overlay_passes_checkov_with_only_the_listed_skips(rendered):
     assert CHECKOV.exists(), "checkov is installed by `make deploy-checks` (make test runs it)"
     _, path = rendered
-    result = subprocess.run(
-        [
-            str(CHECKOV),
-            "-f",
-            str(path),
-            "--framework",
-            "kubernetes",
-            "--config-file",
-            str(DEPLOY / "checkov.yaml"),
-            "--quiet",
-            "--compact",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    result = checkov("-f", str(path), "--framework", "kubernetes")
     assert result.returncode == 0, result.stdout[-3000:]
 
 
 def test_dockerfiles_pass_checkov_and_hadolint():
-    checkov = subprocess.run(
-        [
-            str(CHECKOV),
-            "-d",
-            str(DEPLOY / "docker"),
-            "--framework",
-            "dockerfile",
-            "--config-file",
-            str(DEPLOY / "checkov.yaml"),
-            "--quiet",
-            "--compact",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert checkov.returncode == 0, checkov.stdout[-3000:]
+    policy = checkov("-d", str(DEPLOY / "docker"), "--framework", "dockerfile")
+    assert policy.returncode == 0, policy.stdout[-3000:]
     hadolint = subprocess.run(
         [str(BIN / "hadolint"), *map(str, sorted((DEPLOY / "docker").glob("*.Dockerfile")))],
         capture_output=True,
