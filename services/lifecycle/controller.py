@@ -31,7 +31,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.contract import TOKENIZER_FILE, Manifest
-from services.common.errors import ServingError
+from services.common.errors import ServingError, Unavailable
 from services.launcher import RUN_DIR
 from services.lifecycle.rollout import Snapshot, judge, parse_snapshot, window
 from services.lifecycle.state import Deployments, DeploymentStore, EndpointState, VersionState, now_iso
@@ -151,15 +151,18 @@ class Controller:
     def deploy(self, name: str, version: str) -> None:
         endpoint = self._endpoint(name)
         registered = endpoint.registered_name or name
+        # the registry unreachable: raised, so the step is retried with backoff
+        model_dir = self.registry.fetch(registered, version, self.settings.models_dir / name / version)
         try:
-            model_dir = self.registry.fetch(registered, version, self.settings.models_dir / name / version)
             manifest = self.verify(endpoint, model_dir)
             self.triton.place(name, version, model_dir)
             self.triton.load(name)
             self.triton.wait_ready(name, version)
             self.check_through_triton(name, version, model_dir, manifest)
-        except (ServingError, OSError, ValueError) as exc:
-            self.refuse(name, registered, version, str(exc))
+        except Unavailable:
+            raise  # Triton unreachable: retried too, the version is not at fault
+        except Exception as exc:  # noqa: BLE001 - whatever the version does wrong (ONNX Runtime errors included)
+            self.refuse(name, registered, version, str(exc).strip()[:500])
             return
         lineage = self.registry.lineage(registered, version, model_dir)
         try:

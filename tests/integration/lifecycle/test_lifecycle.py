@@ -2,7 +2,8 @@
 gateway and controller processes of STACK=clearml, traffic from the project's load generator.
 
 One stack for the module; each test works on the endpoint `emb`, fed by registered model `tiny-emb`, in order:
-auto-update under load, canary split, rollback of a slower version, refusal of another contract, and a controller
+auto-update under load, canary split, rollback of a version failing half its requests, refusal of another contract,
+a corrupt upload and a controller
 killed mid-rollout."""
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
-    """Tiny checkpoints: two good ones that differ, one much slower with the same contract, one of another width."""
+    """Tiny checkpoints: three good ones that differ, one of another width."""
     from services.modelbuild.tiny import write_tiny_checkpoint
 
     base = tmp_path_factory.mktemp("checkpoints")
@@ -91,7 +92,6 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "a": write_tiny_checkpoint(base / "a", seed=0),
         "b": write_tiny_checkpoint(base / "b", seed=1),
         "c": write_tiny_checkpoint(base / "c", seed=2),
-        "slow": write_tiny_checkpoint(base / "slow", seed=3, layers=12, intermediate=16384),
         "wide": write_tiny_checkpoint(base / "wide", seed=4, hidden=64),
     }
 
@@ -168,25 +168,56 @@ def test_canary_split_lands_within_three_points_and_a_key_sticks(stack, checkpoi
     assert len({stack.serve(key="caller-7").headers["x-model-version"] for _ in range(20)}) == 1
 
 
-def test_a_slower_version_is_rolled_back_and_tagged(stack, checkpoints):
+def register_dir(stack: Stack, model_dir: Path, run_name: str) -> str:
+    """Register an exported model directory as it is (no export, no checks): how a broken upload would arrive."""
+    mlflow = stack.registry.mlflow
+    with mlflow.start_run(experiment_id=stack.registry.experiment_id(), run_name=run_name) as run:
+        mlflow.log_artifacts(str(model_dir), artifact_path="model")
+    created = stack.registry.client.create_model_version(
+        "tiny-emb", source=f"runs:/{run.info.run_id}/model", run_id=run.info.run_id
+    )
+    return str(created.version)
+
+
+def test_a_version_failing_half_its_requests_is_rolled_back_and_tagged(stack, tmp_path):
+    """The broken version: its manifest promises 64 tokens, its model has 24 positions. It passes every deployment
+    check (the warm-up texts have at most 23 tokens) and fails every request longer than 24 tokens: half of this
+    traffic. (With 16 positions the controller's own check fails it: refused at deployment, never served.)"""
+    from services.common.contract import Manifest
+    from services.modelbuild.export import build
+    from services.modelbuild.tiny import write_tiny_checkpoint
+
+    model_dir = tmp_path / "model"
+    build(model_dir, write_tiny_checkpoint(tmp_path / "short", seed=5, max_length=24))
+    manifest = Manifest.load(model_dir)
+    manifest.max_seq_length = 64  # the manifest is not among its own hashed files: nothing else notices
+    manifest.save(model_dir)
     stack.admin("PUT", "/endpoints/emb/canary", {"versions": ["2"], "weights": [1.0]})  # new versions wait
-    assert stack.registry.register(checkpoints["slow"], "tiny-emb")["version"] == "3"
+    version = register_dir(stack, model_dir, "a broken upload")
+    assert version == "3"
     stack.wait_for("version 3 live", lambda: stack.versions().get("3", {}).get("state") == "live", timeout=90)
-    # a light load: the stable version's p99 is then its own, not the queue's
-    thread, results = attack_in_background(stack, seconds=20, rate=20)
+    long_text = " ".join(["the quick brown fox jumps over the lazy dog"] * 3)
+    targets = build_targets(stack.url, "serve", ["hello world", long_text], endpoint="emb")
+    results: list = []
+    spec = engine.AttackSpec(targets=targets, rate=30, duration=20, timeout=30)
+    thread = threading.Thread(target=lambda: engine.attack(spec, results.append), daemon=True)
+    thread.start()
     stack.admin(
         "POST",
         "/endpoints/emb/rollout",
-        {"version": "3", "steps": [50, 100], "dwell": 5, "max_error_rate": 0.01, "max_p99_ratio": 1.5},
+        {"version": "3", "steps": [50, 100], "dwell": 4, "max_error_rate": 0.01, "max_p99_ratio": 5},
     )
-    rejected = stack.wait_for("the rollback", lambda: stack.versions()["3"]["state"] == "rejected", timeout=40)
-    assert rejected
+    stack.wait_for("the rollback", lambda: stack.versions()["3"]["state"] == "rejected", timeout=40)
+    rolled_back_at = time.time()
     versions = stack.versions()
-    assert versions["2"]["traffic_share"] == 1.0 and "p99 ratio" in versions["3"]["reason"]
+    assert versions["2"]["traffic_share"] == 1.0 and "error rate" in versions["3"]["reason"]
     tags = {v.version: v.tags for v in stack.registry.versions("tiny-emb")}
-    assert tags["3"]["rollout"] == "rejected" and "p99_ratio" in tags["3"]["rollout.numbers"]
+    assert tags["3"]["rollout"] == "rejected" and "new_error_rate" in tags["3"]["rollout.numbers"]
     thread.join()
-    assert {r.code for r in results} == {200}, "a rollback fails no request"
+    failed = [r for r in results if r.code != 200]
+    assert failed and {r.code for r in failed} == {500}, "the broken version's failures, during its 50% step"
+    settle = rolled_back_at + 2  # the workers re-read the state within their poll interval
+    assert all(r.code == 200 for r in results if r.timestamp > settle), "after the rollback every request succeeds"
 
 
 def test_a_version_with_another_tensor_contract_is_refused(stack, checkpoints):
