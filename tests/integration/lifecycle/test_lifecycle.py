@@ -3,8 +3,7 @@ gateway and controller processes of STACK=clearml, traffic from the project's lo
 
 One stack for the module; each test works on the endpoint `emb`, fed by registered model `tiny-emb`, in order:
 auto-update under load, canary split, rollback of a version failing half its requests, refusal of another contract,
-a corrupt upload and a controller
-killed mid-rollout."""
+a controller killed mid-rollout, a corrupt upload, an unreachable registry."""
 
 from __future__ import annotations
 
