@@ -15,18 +15,19 @@ from services.stacks import StackOptions, stack_processes
 from services.triton.server import TritonPorts
 
 
-def group_cpu_seconds(pgid: int) -> float:
-    """User + system CPU time of every live process in a process group (with the children they waited for)."""
+def groups_cpu_seconds(pgids: list[int]) -> dict[int, float]:
+    """User + system CPU time of every live process in each process group (with the children they waited for),
+    from one pass over /proc."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+    totals = dict.fromkeys(pgids, 0.0)
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid:  # field 5: pgrp
-            total += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / ticks
-    return total
+        if int(fields[2]) in totals:  # field 5: pgrp
+            totals[int(fields[2])] += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / ticks
+    return totals
 
 
 @dataclass
@@ -47,7 +48,8 @@ class RunningStack:
     def cpu_seconds(self) -> tuple[float, float]:
         """CPU seconds used so far by (every server process of the stack, the process group receiving requests):
         for STACK=clearml the second is the gateway alone, everything outside Triton."""
-        per_group = {spec.name: group_cpu_seconds(proc.pid) for spec, proc in self.launcher.procs}
+        cpu = groups_cpu_seconds([proc.pid for _, proc in self.launcher.procs])
+        per_group = {spec.name: cpu[proc.pid] for spec, proc in self.launcher.procs}
         front = next((name for name in ("gateway", "fastapi") if name in per_group), "triton")
         return sum(per_group.values()), per_group[front]
 

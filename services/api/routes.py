@@ -125,15 +125,11 @@ async def serve_core(
         prediction = await dataplane.predict(model, body.batch, body.truncate)
         with stage("postprocess"):
             payload = serve_payload(model, prediction, body.text is not None)
-            statistics.record(
-                endpoint,
-                model.version,
-                dataplane.endpoints.declared(endpoint),
-                None,
-                payload,
-                body.model_dump(),
-                dataplane.monitor,
-            )
+            declared = dataplane.endpoints.declared(endpoint)
+            if declared is not None:  # the request's fields are copied out only when variables may read them
+                statistics.record(
+                    endpoint, model.version, declared, None, payload, body.model_dump(), dataplane.monitor
+                )
             return _json(model, payload)
 
 

@@ -108,7 +108,6 @@ class FileWatcher:
         self.interval = interval
         self.retire_after = retire_after
         """Seconds a replaced registry stays loaded (its requests in flight finish) before its unload() runs."""
-        self.stamp = file_stamp(path)
         self.error: str | None = None
         try:
             self.current = load(path)
@@ -123,7 +122,7 @@ class FileWatcher:
 
     def _stamp(self) -> tuple:
         """The file's, and the preprocess code's it names (an edit to a preprocess file reloads it too)."""
-        sources = getattr(self.current, "source_stamps", None) if hasattr(self, "current") else None
+        sources = getattr(self.current, "source_stamps", None)
         return (file_stamp(self.path), sources() if sources else ())
 
     def resolve(self, name: str):
