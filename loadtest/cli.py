@@ -172,6 +172,65 @@ def matrix_command(
     console.print(f"report: {path / 'report.md'}")
 
 
+def _overload_command(config, model_dir: Path, out: Path) -> None:
+    import datetime as dt
+
+    from loadtest.overload import run
+
+    report, path = run(config, model_dir, out / dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    console.print(f"report: {path / 'report.md'}")
+    if not report.passed:
+        raise typer.Exit(1)
+
+
+@app.command("overload")
+def overload_command(
+    stack: str = typer.Option("clearml", help="fastapi | triton | clearml"),
+    workers: int = typer.Option(2, min=1, help="Front-end worker processes."),
+    model_dir: Path = typer.Option(Path("build/model"), help="Exported model."),
+    factor: float = typer.Option(3.0, min=1.0, help="Offered load as a multiple of the saturated rate."),
+    seconds: float = typer.Option(60.0, min=1.0, help="Length of the overload."),
+    saturate: float = typer.Option(10.0, min=1.0, help="Seconds of closed loop that measure the saturated rate."),
+    procs: int = typer.Option(1, min=1, help="Generator processes for the open-loop attack."),
+    out: Path = typer.Option(Path("results/overload"), help="Runs are written to OUT/<run-id>/."),
+) -> None:
+    """Attack a fresh stack at FACTOR x its saturated rate; exit 1 unless it sheds cleanly, keeps its goodput and
+    memory, and recovers (the checks are printed and written to report.md)."""
+    from loadtest.overload import OverloadConfig
+
+    config = OverloadConfig(
+        stack=stack, workers=workers, factor=factor, overload_seconds=seconds, saturate_seconds=saturate, procs=procs
+    )
+    _overload_command(config, model_dir, out)
+
+
+@app.command("soak")
+def soak_command(
+    stack: str = typer.Option("clearml", help="fastapi | triton | clearml"),
+    workers: int = typer.Option(2, min=1, help="Front-end worker processes."),
+    model_dir: Path = typer.Option(Path("build/model"), help="Exported model."),
+    minutes: float = typer.Option(30.0, min=0.1, help="Length of the soak."),
+    fraction: float = typer.Option(0.7, min=0.05, max=1.0, help="Soak rate as a fraction of the saturated rate."),
+    overload_seconds: float = typer.Option(60.0, min=1.0, help="Length of the 3x overload that comes first."),
+    procs: int = typer.Option(1, min=1, help="Generator processes for the open-loop phases."),
+    out: Path = typer.Option(Path("results/soak"), help="Runs are written to OUT/<run-id>/."),
+) -> None:
+    """The overload test, then a long run at FRACTION of the saturated rate: errors, latency and memory over
+    time (soak.png)."""
+    from loadtest.overload import OverloadConfig
+
+    config = OverloadConfig(
+        stack=stack,
+        workers=workers,
+        overload_seconds=overload_seconds,
+        soak_seconds=minutes * 60,
+        soak_fraction=fraction,
+        soak_bin_seconds=max(5.0, minutes * 60 / 120),
+        procs=procs,
+    )
+    _overload_command(config, model_dir, out)
+
+
 @app.command("plot")
 def plot_command(run: Path = typer.Argument(..., help="A results/<run-id> directory.")) -> None:
     """Redraw a run's charts and report from its summary.json."""

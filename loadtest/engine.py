@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import aiohttp
+import uvloop
 
 from loadtest.results import Result
 from loadtest.targets import Target
@@ -103,7 +104,7 @@ async def _fire(
     name: str,
     trace_ratio: float = 0.0,
 ) -> Result:
-    code, size, error = 0, 0, ""
+    code, size, error, retry_after = 0, 0, "", None
     headers = target.headers
     if trace_ratio and random.random() < trace_ratio:
         headers = {**headers, "traceparent": traceparent()}
@@ -113,6 +114,8 @@ async def _fire(
             code, size = response.status, len(body)
             if code >= 400:
                 error = f"{code} {response.reason}"
+                if code in (429, 503):
+                    retry_after = response.headers.get("Retry-After")
     except TimeoutError:
         error = "timeout"
     except aiohttp.ClientError as exc:
@@ -129,6 +132,7 @@ async def _fire(
         method=target.method,
         url=target.url,
         attack=name,
+        retry_after=retry_after,
     )
 
 
@@ -223,16 +227,16 @@ async def closed_loop(spec: AttackSpec, on_result: Callback) -> AttackStats:
 
 def _process_main(spec: AttackSpec, start_wall: float, offset: int, stride: int) -> tuple[list[Result], AttackStats]:
     results: list[Result] = []
-    stats = asyncio.run(open_loop(spec, results.append, start_wall=start_wall, offset=offset, stride=stride))
+    stats = uvloop.run(open_loop(spec, results.append, start_wall=start_wall, offset=offset, stride=stride))
     return results, stats
 
 
 def attack(spec: AttackSpec, on_result: Callback, processes: int = 1) -> AttackStats:
     """Run the attack; with processes > 1 (open loop only) the schedule is split across processes."""
     if spec.rate is None:
-        return asyncio.run(closed_loop(spec, on_result))
+        return uvloop.run(closed_loop(spec, on_result))
     if processes <= 1:
-        return asyncio.run(open_loop(spec, on_result))
+        return uvloop.run(open_loop(spec, on_result))
     start_wall = time.time() + 1.0  # time for the processes to start
     stats = AttackStats()
     with ProcessPoolExecutor(processes) as pool:

@@ -56,3 +56,28 @@ def latency_chart(load, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def timeline_chart(rows: list[dict], title: str, path: Path) -> None:
+    """Over time: answers per second by kind, the admitted requests' latency, and the stack's resident memory."""
+    t = [row["t"] for row in rows]
+    fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+    axes[0].plot(t, [row["ok_per_s"] for row in rows], color="#55A868", label="2xx/s")
+    axes[0].plot(t, [row["shed_per_s"] for row in rows], color="#DD8452", label="shed (429/503)/s")
+    axes[0].plot(t, [row["errors_per_s"] for row in rows], color="#C44E52", label="other errors/s")
+    axes[0].set_ylabel("answers per second")
+    axes[0].legend(fontsize=8)
+    axes[1].plot(t, [row["p50_ms"] for row in rows], label="p50")
+    axes[1].plot(t, [row["p99_ms"] for row in rows], label="p99")
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("admitted latency (ms)")
+    axes[1].legend(fontsize=8)
+    axes[2].plot(t, [row["rss_mb"] for row in rows], color="black")
+    axes[2].set_ylabel("stack resident memory (MB)")
+    axes[2].set_xlabel("seconds since the attack started")
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

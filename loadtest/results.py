@@ -24,6 +24,8 @@ class Result:
     method: str = "POST"
     url: str = ""
     attack: str = ""
+    retry_after: str | None = None
+    """The Retry-After header of a 429 or 503 answer (Vegeta keeps response headers; this keeps only that one)."""
 
     def to_vegeta(self) -> dict:
         stamp = dt.datetime.fromtimestamp(self.timestamp, dt.UTC)
@@ -41,7 +43,7 @@ class Result:
             "body": None,
             "method": self.method,
             "url": self.url,
-            "headers": None,
+            "headers": {"Retry-After": [self.retry_after]} if self.retry_after is not None else None,
         }
 
     @classmethod
@@ -61,6 +63,7 @@ class Result:
             method=item.get("method", ""),
             url=item.get("url", ""),
             attack=item.get("attack", ""),
+            retry_after=((item.get("headers") or {}).get("Retry-After") or [None])[0],
         )
 
 

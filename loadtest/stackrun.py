@@ -30,6 +30,23 @@ def groups_cpu_seconds(pgids: list[int]) -> dict[int, float]:
     return totals
 
 
+def groups_rss(pgids: list[int]) -> dict[int, tuple[int, str, int]]:
+    """Resident memory of every live process in the process groups: pid -> (group, command name, bytes)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    found = {}
+    wanted = set(pgids)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            name = text[text.index("(") + 1 : text.rindex(")")]
+            fields = text.rsplit(")", 1)[1].split()
+        except (OSError, ValueError):
+            continue
+        if int(fields[2]) in wanted:  # field 5: pgrp; field 24: rss in pages
+            found[int(stat.parent.name)] = (int(fields[2]), name, int(fields[21]) * page)
+    return found
+
+
 @dataclass
 class RunningStack:
     options: StackOptions
@@ -52,6 +69,13 @@ class RunningStack:
         per_group = {spec.name: cpu[proc.pid] for spec, proc in self.launcher.procs}
         front = next((name for name in ("gateway", "fastapi") if name in per_group), "triton")
         return sum(per_group.values()), per_group[front]
+
+    def rss(self) -> dict[str, int]:
+        """Resident bytes of every process of the stack, keyed `group/command/pid` (gunicorn's workers, Triton's
+        Python-backend stubs each by name)."""
+        names = {proc.pid: spec.name for spec, proc in self.launcher.procs}
+        found = groups_rss(list(names))
+        return {f"{names[group]}/{name}/{pid}": size for pid, (group, name, size) in found.items()}
 
 
 @contextmanager

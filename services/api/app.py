@@ -13,6 +13,7 @@ from observability import metrics
 from observability.logging import setup_logging
 from observability.tracing import setup_tracing, shutdown_tracing
 from services.api import v2
+from services.api.admission import AdmissionMiddleware
 from services.api.auth import ApiKeyMiddleware, load_keys
 from services.api.dataplane import DataPlane
 from services.api.errors import install_error_handlers
@@ -58,7 +59,8 @@ def create_app(
     builtin_required: bool = True,
     routers: tuple[APIRouter, ...] = (),
 ):
-    """The ASGI app a server runs: observability outermost, then the /serve fast path, then FastAPI."""
+    """The ASGI app a server runs: observability outermost, then API keys, admission, the /serve fast path,
+    then FastAPI."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
 
@@ -102,7 +104,7 @@ def create_app(
     for extra in routers:
         app.include_router(extra)
     install_error_handlers(app)
-    inner = ServeFastPath(app)
+    inner = AdmissionMiddleware(ServeFastPath(app), settings.max_inflight)
     keys = load_keys(settings)
     if keys:
         inner = ApiKeyMiddleware(inner, keys, settings.protect_metrics)

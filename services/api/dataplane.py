@@ -1,4 +1,4 @@
-"""Protocol-agnostic core of the serving API: endpoint lookup, admission, tokenization and inference.
+"""Protocol-agnostic core of the serving API: endpoint lookup, tokenization and inference.
 
 Built from what a stack declares (`services.common.backend`): an optional built-in model, an inference backend and
 an endpoint resolver. The protocol edges (`routes`, `v2`) parse requests, call this, and shape the responses
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +24,7 @@ from services.common.backend import (
     ServedModel,
     SingleModelEndpoint,
 )
-from services.common.errors import NotFound, Overloaded, PayloadTooLarge
+from services.common.errors import NotFound, PayloadTooLarge
 from services.common.settings import ApiSettings
 from services.monitoring.builtin import record_prediction
 from services.monitoring.drift import DriftMonitor
@@ -59,7 +57,6 @@ class DataPlane:
         self.backend = backend
         self.endpoints = endpoints or NoConfiguredEndpoints()
         self.monitor = monitor
-        self.inflight = 0
         self.ready = False
 
     def endpoint_names(self) -> list[str]:
@@ -96,21 +93,6 @@ class DataPlane:
             return self.model_for(name)
         except NotFound:
             raise self._not_found(f"no model '{name}'") from None
-
-    @contextmanager
-    def admit(self) -> Iterator[None]:
-        """Bound the requests this worker holds at once: shed load with 429 instead of queueing forever."""
-        if self.inflight >= self.settings.max_inflight:
-            raise Overloaded(
-                f"this worker is handling {self.inflight} requests, its limit; retry shortly", retry_after=1
-            )
-        self.inflight += 1
-        metrics.INFLIGHT.inc()
-        try:
-            yield
-        finally:
-            self.inflight -= 1
-            metrics.INFLIGHT.dec()
 
     async def warm_up(self) -> bool:
         """Run a few predictions on the built-in model so the first user request is not slow; readiness waits."""

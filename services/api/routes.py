@@ -109,17 +109,16 @@ async def serve_core(
     `routing_key` (the `x-canary-key` header) keeps a caller on one version while a canary runs."""
     target = dataplane.resolve(endpoint)
     if not hasattr(target, "choose"):  # a pipeline endpoint: clearml-serving preprocess code serves it
-        with dataplane.admit():
-            with stage("parse"):
-                body = pipeline_body(await read(), content_type)
-            with metrics.endpoint_request(endpoint, target.version):
-                result = await target.serve(version, body)
-                content = dumps_any(result, endpoint)
-            headers = {"x-model-name": endpoint, "x-model-version": target.version}
-            return Response(content, media_type="application/json", headers=headers)
+        with stage("parse"):
+            body = pipeline_body(await read(), content_type)
+        with metrics.endpoint_request(endpoint, target.version):
+            result = await target.serve(version, body)
+            content = dumps_any(result, endpoint)
+        headers = {"x-model-name": endpoint, "x-model-version": target.version}
+        return Response(content, media_type="application/json", headers=headers)
     model = target.choose(version, routing_key)
     set_serving_model(endpoint, model.version, model.run_id)  # the request's own context: gone when it ends
-    with dataplane.admit(), metrics.endpoint_request(endpoint, model.version):
+    with metrics.endpoint_request(endpoint, model.version):
         with stage("parse"):
             body = validate(ServeRequest, parse_json(await read()))
         prediction = await dataplane.predict(model, body.batch, body.truncate)
@@ -174,35 +173,34 @@ async def serve_version(request: Request, endpoint: str = ENDPOINT, version: str
 )
 async def embeddings(request: Request) -> Response:
     dataplane = _dataplane(request)
-    with dataplane.admit():
-        with stage("parse"):
-            body = validate(EmbeddingsRequest, await read_json(request, dataplane.settings.max_body_bytes))
-        model = dataplane.model_named(body.model)
-        manifest = model.manifest
-        if manifest.task != "embedding":
-            raise InvalidInput(f"model '{manifest.name}' is a classifier; use /serve/{{endpoint}}")
-        if body.dimensions is not None and body.dimensions != manifest.output_dim:
-            raise InvalidInput(
-                f"dimensions={body.dimensions} is not supported; this model returns {manifest.output_dim}",
-                param="dimensions",
-            )
-        prediction = await dataplane.predict(model, body.batch)
-        with stage("postprocess"):
-            vectors = prediction.outputs.astype(np.float32, copy=False)
-            if body.encoding_format == "base64":
-                items = [base64.b64encode(row.astype("<f4").tobytes()).decode() for row in vectors]
-            else:
-                items = list(vectors)
-            tokens = sum(prediction.token_counts)
-            return _json(
-                model,
-                {
-                    "object": "list",
-                    "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(items)],
-                    "model": manifest.name,
-                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-                },
-            )
+    with stage("parse"):
+        body = validate(EmbeddingsRequest, await read_json(request, dataplane.settings.max_body_bytes))
+    model = dataplane.model_named(body.model)
+    manifest = model.manifest
+    if manifest.task != "embedding":
+        raise InvalidInput(f"model '{manifest.name}' is a classifier; use /serve/{{endpoint}}")
+    if body.dimensions is not None and body.dimensions != manifest.output_dim:
+        raise InvalidInput(
+            f"dimensions={body.dimensions} is not supported; this model returns {manifest.output_dim}",
+            param="dimensions",
+        )
+    prediction = await dataplane.predict(model, body.batch)
+    with stage("postprocess"):
+        vectors = prediction.outputs.astype(np.float32, copy=False)
+        if body.encoding_format == "base64":
+            items = [base64.b64encode(row.astype("<f4").tobytes()).decode() for row in vectors]
+        else:
+            items = list(vectors)
+        tokens = sum(prediction.token_counts)
+        return _json(
+            model,
+            {
+                "object": "list",
+                "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(items)],
+                "model": manifest.name,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
 
 @router.get("/health/live", summary="The process is up")

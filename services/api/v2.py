@@ -149,27 +149,26 @@ async def model_ready(request: Request, model: str = MODEL, version: str | None 
 @router.post("/models/{model}/versions/{version}/infer", responses=OK | INFERENCE_ERRORS, openapi_extra=V2_BODY)
 async def infer(request: Request, model: str = MODEL, version: str | None = None) -> Response:
     dataplane, served = _model(request, model, version)
-    with dataplane.admit():
-        with stage("parse"):
-            raw = await read_body(request.stream(), request.headers, dataplane.settings.max_body_bytes)
-            body, blob = split_body(raw, request.headers.get("inference-header-content-length"))
-            texts = texts_from_request(body, blob)
-        prediction = await dataplane.predict(served, texts)
-        with stage("postprocess"):
-            output = served.manifest.output
-            array = prediction.outputs.astype(output.numpy_dtype, copy=False)
-            entry = {"name": output.name, "datatype": output.dtype, "shape": list(array.shape)}
-            payload = {"model_name": model, "model_version": served.version, "outputs": [entry]}
-            if "id" in body:
-                payload["id"] = body["id"]
-            if wants_binary(body, output.name):
-                raw_out = np.ascontiguousarray(array).tobytes()
-                entry["parameters"] = {"binary_data_size": len(raw_out)}
-                header = orjson.dumps(payload)
-                return Response(
-                    header + raw_out,
-                    media_type="application/octet-stream",
-                    headers={"Inference-Header-Content-Length": str(len(header))},
-                )
-            entry["data"] = array.ravel()
-            return Response(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
+    with stage("parse"):
+        raw = await read_body(request.stream(), request.headers, dataplane.settings.max_body_bytes)
+        body, blob = split_body(raw, request.headers.get("inference-header-content-length"))
+        texts = texts_from_request(body, blob)
+    prediction = await dataplane.predict(served, texts)
+    with stage("postprocess"):
+        output = served.manifest.output
+        array = prediction.outputs.astype(output.numpy_dtype, copy=False)
+        entry = {"name": output.name, "datatype": output.dtype, "shape": list(array.shape)}
+        payload = {"model_name": model, "model_version": served.version, "outputs": [entry]}
+        if "id" in body:
+            payload["id"] = body["id"]
+        if wants_binary(body, output.name):
+            raw_out = np.ascontiguousarray(array).tobytes()
+            entry["parameters"] = {"binary_data_size": len(raw_out)}
+            header = orjson.dumps(payload)
+            return Response(
+                header + raw_out,
+                media_type="application/octet-stream",
+                headers={"Inference-Header-Content-Length": str(len(header))},
+            )
+        entry["data"] = array.ravel()
+        return Response(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")

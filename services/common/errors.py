@@ -64,13 +64,6 @@ class NotFound(ServingError):
     error_type = "not_found"
 
 
-class Overloaded(ServingError):
-    """This process is at its in-flight bound: the client should back off and retry."""
-
-    status_code = 429
-    error_type = "overloaded"
-
-
 class Unavailable(ServingError):
     """A dependency (model not loaded yet, Triton down, Triton queue full): retry later."""
 

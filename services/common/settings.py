@@ -60,7 +60,7 @@ class ApiSettings(BaseSettings):
     """Most texts one request may carry (413 above)."""
     truncate: bool = True
     """Truncate over-long texts to the model's maximum length (and say so); false rejects them with 422."""
-    max_inflight: int = Field(256, ge=1)
+    max_inflight: int = Field(64, ge=1)
     """Requests one worker handles at once; past it new requests get 429 with Retry-After."""
     intra_op_threads: int | None = Field(None, ge=1)
     """ONNX Runtime threads per worker; default: CPU cores divided by workers."""

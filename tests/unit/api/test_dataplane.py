@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from services.api.dataplane import DataPlane
 from services.common.backend import ServedModel, SingleModelEndpoint
 from services.common.contract import TOKENIZER_FILE, Manifest
-from services.common.errors import NotFound, Overloaded, PayloadTooLarge
+from services.common.errors import NotFound, PayloadTooLarge
 from services.common.settings import ApiSettings
 from services.common.tokenization import EncodedBatch, TextTokenizer
 from tests.support.models import unit_model_dir
@@ -87,16 +87,6 @@ def test_more_texts_than_the_limit_is_413(dataplane):
     with pytest.raises(PayloadTooLarge, match="the limit is 3"):
         asyncio.run(dataplane.predict(dataplane.model_for("minilm"), ["a"] * 4))
     assert dataplane.backend.calls == 0
-
-
-def test_admission_sheds_past_the_inflight_bound_and_frees_its_slot(dataplane):
-    with dataplane.admit(), dataplane.admit():
-        with pytest.raises(Overloaded) as refused, dataplane.admit():
-            pass
-        assert refused.value.retry_after == 1
-    assert dataplane.inflight == 0
-    with dataplane.admit():
-        assert dataplane.inflight == 1
 
 
 def test_endpoints_resolve_to_the_builtin_model_then_the_resolvers(dataplane):

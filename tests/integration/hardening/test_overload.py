@@ -1,0 +1,36 @@
+"""Overload, short: the gateway stack (WORKERS=2, the real model) attacked open loop at 3x the saturated rate it
+has just shown. Only 2xx, 429 and 503 come back, every refusal with Retry-After; the admitted requests' p99 stays
+bounded by the in-flight bound; memory stays flat; full throughput is back within 5 s.
+
+Goodput is printed, not asserted to the issue's 85% (a speed goal on a shared 2-core machine where the generator
+takes its share: `make soak` checks and charts it); asserted only not to collapse, which expensive refusals would
+cause. The full 60 s overload and the 30-minute soak are `make soak`.
+"""
+
+from loadtest.overload import OverloadConfig, overload
+from loadtest.stackrun import running_stack
+
+SHORT = OverloadConfig(
+    warmup_seconds=2,
+    saturate_seconds=4,
+    overload_seconds=10,
+    settle_seconds=5,
+    recovery_seconds=4,
+    admitted_p99_bound_ms=2500,
+)
+
+
+def test_three_times_the_saturated_rate_is_shed_cleanly(real_model, tmp_path):
+    with running_stack("clearml", real_model, workers=2) as stack:
+        report = overload(SHORT, stack, tmp_path / "raw")
+    for verdict in report.verdicts:
+        print(f"{'pass' if verdict.passed else 'FAIL'} {verdict.name}: {verdict.detail}")
+    verdicts = {v.name: v for v in report.verdicts}
+    for name in ("only 2xx, 429 and 503", "refusals carry Retry-After", "admitted p99 bounded"):
+        assert verdicts[name].passed, verdicts[name].detail
+    assert report.codes.get("429", 0) > 0, "3x the saturated rate must be shed, not queued"
+    assert report.goodput_ratio > 0.5, f"goodput collapsed under overload: {verdicts}"
+    growth = {k: f"{report.rss_end[k] / v - 1:+.1%}" for k, v in report.rss_settled.items() if k in report.rss_end}
+    assert verdicts["memory within 10%"].passed, sorted(growth.items(), key=lambda kv: kv[1])[-3:]
+    assert verdicts["throughput back within 5 s"].passed, verdicts["throughput back within 5 s"].detail
+    assert (tmp_path / "raw" / "overload.jsonl").stat().st_size > 0
