@@ -13,6 +13,10 @@ MODEL_DIR ?=
 # build/models/ckpt (so `make up MODEL_DIR=...` never replaces the default build); its endpoint takes its name.
 MODEL_OUT ?= $(if $(MODEL_DIR),build/models/$(notdir $(abspath $(MODEL_DIR))),build/model)
 OTLP ?=
+# TRACES=1: every span into the stack's own receiver (run/traces/spans.db) for `serving analyze`; TRACE_RATIO: share
+# of requests without a caller's trace context that are traced.
+TRACES ?=
+TRACE_RATIO ?= 1.0
 ENDPOINT ?=
 DETACH ?=
 PYTEST_ARGS ?=
@@ -82,6 +86,7 @@ model-repo: model
 up: model
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
 		--model-dir $(MODEL_OUT) $(if $(DETACH),--detach) $(if $(OTLP),--otlp-endpoint $(OTLP)) \
+		$(if $(TRACES),--traces) $(if $(or $(TRACES),$(OTLP)),--trace-ratio $(TRACE_RATIO)) \
 		$(if $(ENDPOINT),--endpoint $(ENDPOINT))
 
 # The MLflow UI over the model registry's store (run/mlflow by default, or MLFLOW_TRACKING_URI), on port 5000.

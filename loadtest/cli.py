@@ -39,6 +39,15 @@ def run_log() -> logging.Logger:
     return log
 
 
+def client_tracing(ratio: float, fmt: str, endpoint: str | None, attributes: dict):
+    if not ratio:
+        return None
+    from loadtest.tracing import ClientTracing, local_receiver
+
+    # Triton (the kserve format goes to it directly) traces every request with a context: unsampled ones go bare.
+    return ClientTracing(ratio, fmt != "kserve", endpoint or local_receiver(), attributes)
+
+
 def _labels(pairs: list[str]) -> dict[str, str]:
     labels = {}
     for pair in pairs:
@@ -69,7 +78,12 @@ def attack_command(
     metrics_port: int = typer.Option(None, help="Serve the generator's Prometheus metrics on this port."),
     label: list[str] = typer.Option([], help="Run label key=value for the metrics (stack, workers, batching, rate)."),
     report: str = typer.Option("text", help="Report printed at the end: text | json | none."),
-    trace_ratio: float = typer.Option(0.0, min=0.0, max=1.0, help="Fraction of requests that start a W3C trace."),
+    trace_ratio: float = typer.Option(
+        0.0, min=0.0, max=1.0, help="Share of requests that start a sampled W3C trace (the others carry 'not sampled')."
+    ),
+    otlp_endpoint: str = typer.Option(
+        None, help="Send a client span per sampled request here; default: the stack's own receiver if one is up."
+    ),
 ) -> None:
     """Attack, then print a Vegeta-style report."""
     if targets is not None:
@@ -88,7 +102,9 @@ def attack_command(
         requests=requests,
         timeout=timeout,
         name=mix,
-        trace_ratio=trace_ratio,
+        tracing=client_tracing(
+            trace_ratio, format, otlp_endpoint, {"loadtest.attack": mix, "loadtest.rate": rate or 0}
+        ),
     )
     if engine_name not in ("builtin", "ab", "vegeta"):
         raise typer.BadParameter(f"--engine must be builtin, ab or vegeta, not '{engine_name}'")

@@ -9,7 +9,6 @@ behind its schedule the attack says so.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -20,6 +19,7 @@ import uvloop
 
 from loadtest.results import Result
 from loadtest.targets import Target
+from loadtest.tracing import ClientTracing, flush
 
 
 @dataclass
@@ -35,9 +35,9 @@ class AttackSpec:
     max_inflight: int = 10_000
     """Open loop: requests outstanding at once before the generator records them as failed (it never waits)."""
     name: str = ""
-    trace_ratio: float = 0.0
-    """Fraction of requests that start a sampled W3C trace (a `traceparent` header), so a trace can run from the
-    generator through the gateway into Triton."""
+    tracing: ClientTracing | None = None
+    """Which requests start a sampled W3C trace (a `traceparent` header), so a trace runs from the generator through
+    the gateway into Triton; with an endpoint, each sampled request's client span goes there."""
 
     def total(self) -> int | None:
         if self.rate is not None:
@@ -90,11 +90,6 @@ class AttackStats:
 Callback = Callable[[Result], None]
 
 
-def traceparent() -> str:
-    """A new sampled W3C trace context."""
-    return f"00-{random.getrandbits(128):032x}-{random.getrandbits(64):016x}-01"
-
-
 async def _fire(
     session: aiohttp.ClientSession,
     target: Target,
@@ -102,12 +97,14 @@ async def _fire(
     due_wall: float,
     due_mono: float,
     name: str,
-    trace_ratio: float = 0.0,
+    tracing: ClientTracing | None = None,
 ) -> Result:
     code, size, error, retry_after = 0, 0, "", None
     headers = target.headers
-    if trace_ratio and random.random() < trace_ratio:
-        headers = {**headers, "traceparent": traceparent()}
+    span = None
+    if tracing is not None:
+        extra, span = tracing.start(target.method, target.url, int(due_wall * 1e9))
+        headers = {**headers, **extra} if extra else headers
     try:
         async with session.request(target.method, target.url, data=target.body or None, headers=headers) as response:
             body = await response.read()
@@ -121,6 +118,9 @@ async def _fire(
     except aiohttp.ClientError as exc:
         error = str(exc) or type(exc).__name__
     latency = int((time.monotonic() - due_mono) * 1e9)
+    if span is not None:
+        span.set_attribute("http.response.status_code", code)
+        span.end(end_time=int(due_wall * 1e9) + latency)
     return Result(
         seq=seq,
         timestamp=due_wall,
@@ -183,9 +183,7 @@ async def open_loop(
                 )
             else:
                 target = spec.targets[index % len(spec.targets)]
-                task = asyncio.create_task(
-                    _fire(session, target, index, due_wall, due_mono, spec.name, spec.trace_ratio)
-                )
+                task = asyncio.create_task(_fire(session, target, index, due_wall, due_mono, spec.name, spec.tracing))
                 task.add_done_callback(lambda t: (pending.discard(t), on_result(t.result())))
                 pending.add(task)
             stats.sent += 1
@@ -217,7 +215,7 @@ async def closed_loop(spec: AttackSpec, on_result: Callback) -> AttackStats:
                 stats.first_send = stats.first_send or now
                 stats.last_send = now
                 target = spec.targets[seq % len(spec.targets)]
-                on_result(await _fire(session, target, seq, time.time(), now, spec.name, spec.trace_ratio))
+                on_result(await _fire(session, target, seq, time.time(), now, spec.name, spec.tracing))
 
         await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
     stats.cpu_seconds = time.process_time() - cpu_start
@@ -228,15 +226,16 @@ async def closed_loop(spec: AttackSpec, on_result: Callback) -> AttackStats:
 def _process_main(spec: AttackSpec, start_wall: float, offset: int, stride: int) -> tuple[list[Result], AttackStats]:
     results: list[Result] = []
     stats = uvloop.run(open_loop(spec, results.append, start_wall=start_wall, offset=offset, stride=stride))
+    flush()
     return results, stats
 
 
 def attack(spec: AttackSpec, on_result: Callback, processes: int = 1) -> AttackStats:
     """Run the attack; with processes > 1 (open loop only) the schedule is split across processes."""
-    if spec.rate is None:
-        return uvloop.run(closed_loop(spec, on_result))
-    if processes <= 1:
-        return uvloop.run(open_loop(spec, on_result))
+    if spec.rate is None or processes <= 1:
+        stats = uvloop.run(closed_loop(spec, on_result) if spec.rate is None else open_loop(spec, on_result))
+        flush()
+        return stats
     start_wall = time.time() + 1.0  # time for the processes to start
     stats = AttackStats()
     with ProcessPoolExecutor(processes) as pool:

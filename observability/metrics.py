@@ -24,6 +24,8 @@ from prometheus_client import (
     values,
 )
 
+from observability import tracing
+
 # In multiprocess mode every sample write asks os.getpid() (a system call) to notice a fork. On this kind of VM that
 # was about 13% of a gateway worker's CPU time; the pid is cached and refreshed in the child after every fork instead.
 _pid = os.getpid()
@@ -163,10 +165,15 @@ _STAGE_CHILDREN: dict = {}
 @contextmanager
 def stage(name: str) -> Iterator[None]:
     """Time one stage of a request into `serving_stage_duration_seconds{stage=name}` (the label child is cached:
-    `labels()` costs a dict lookup and a lock per call)."""
+    `labels()` costs a dict lookup and a lock per call); in a sampled trace the stage is also a span of that name,
+    the unit of `serving analyze`'s decomposition."""
     start = time.perf_counter()
     try:
-        yield
+        if tracing.tracing_enabled() and tracing.current_span_sampled():
+            with tracing.get_tracer("serving.stages").start_as_current_span(name):
+                yield
+        else:
+            yield
     finally:
         child = _STAGE_CHILDREN.get(name)
         if child is None:

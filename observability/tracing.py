@@ -1,4 +1,5 @@
-"""OpenTelemetry tracing: OTLP/HTTP export, W3C trace-context propagation, ratio sampling.
+"""OpenTelemetry tracing: OTLP/HTTP export, W3C trace-context propagation, parent-based ratio sampling (a caller's
+`traceparent` decides for its request; `sampling_ratio` decides for requests that arrive without one).
 
 Tracing is off by default; then no SDK is installed and the API's no-op tracer costs next to nothing.
 """
@@ -48,9 +49,16 @@ def extract_context(headers: Mapping[str, str]) -> Context:
     return propagate.extract(headers)
 
 
+def current_span_sampled() -> bool:
+    return trace.get_current_span().get_span_context().trace_flags.sampled
+
+
 def inject_headers(carrier: dict[str, str]) -> dict[str, str]:
-    """Add the current span's `traceparent` to outgoing headers or gRPC metadata."""
-    propagate.inject(carrier)
+    """Add the current span's `traceparent` to outgoing headers or gRPC metadata, only when the span is sampled:
+    Triton traces every request that carries a context, whatever its sampled flag, so an unsampled request must
+    reach it without one for the caller's decision to hold."""
+    if current_span_sampled():
+        propagate.inject(carrier)
     return carrier
 
 

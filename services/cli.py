@@ -110,6 +110,13 @@ def up(
     otlp_endpoint: str = typer.Option(
         None, help="Trace every service (Triton included) to this OTLP/HTTP URL, e.g. http://127.0.0.1:4318/v1/traces."
     ),
+    traces: bool = typer.Option(
+        False, help="Collect every span of the stack into its own receiver (run/traces/spans.db) for `serving analyze`."
+    ),
+    trace_ratio: float = typer.Option(
+        1.0, min=0.0, max=1.0, help="Share of requests without a caller's trace context to trace (traceparent decides)."
+    ),
+    trace_port: int = typer.Option(4318, help="Port of the trace receiver (--traces), on 127.0.0.1."),
     detach: bool = typer.Option(False, help="Run in the background; return once ready."),
     log_json: bool = typer.Option(
         None,
@@ -135,6 +142,9 @@ def up(
         padding=padding,
         endpoints_file=endpoints_file,
         otlp_endpoint=otlp_endpoint,
+        traces=traces,
+        trace_ratio=trace_ratio,
+        trace_port=trace_port,
         triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port, triton_address),
         log_json=detach if log_json is None else log_json,
         endpoint=endpoint,
@@ -276,6 +286,58 @@ def logs(
                 show(entry)
         except KeyboardInterrupt:
             pass
+
+
+@app.command()
+def analyze(
+    sources: list[Path] = typer.Argument(
+        None, help="Span sources: the store (run/traces/spans.db, the default), OTLP/JSON or Jaeger JSON files."
+    ),
+    out: Path = typer.Option(Path("run/analysis"), help="Where analysis.md, stages.png and waterfall.png go."),
+    since: str = typer.Option(None, "--since", help="Only traces newer than this: 30s, 10m, 2h."),
+    as_json: bool = typer.Option(False, "--json", help="The analysis as JSON on stdout."),
+) -> None:
+    """Tracing-based bottleneck analysis: where each millisecond of a request goes, per load level, which stage
+    saturates, and which knob to turn."""
+    import dataclasses
+    import time
+
+    from observability.logreader import parse_since
+    from services.analysis import report
+    from services.analysis.decompose import decompose_all
+    from services.analysis.spans import read_file
+    from services.analysis.store import SpanStore
+    from services.analysis.verdict import analyze as analyze_traces
+    from services.launcher import RUN_DIR
+
+    sources = sources or [RUN_DIR / "traces" / "spans.db"]
+    since_ns = int((time.time() - parse_since(since)) * 1e9) if since else 0
+    spans = []
+    for source in sources:
+        if not source.is_file():
+            _fail(FileNotFoundError(f"no spans at {source}: start a stack with `make up TRACES=1` and load it first"))
+        if source.suffix == ".db":
+            store = SpanStore(source)
+            spans += store.spans(since_ns)
+            store.close()
+        else:
+            spans += [s for s in read_file(source) if s.start_ns >= since_ns]
+    try:
+        analysis = analyze_traces(decompose_all(spans))
+    except ValueError as error:
+        _fail(error)
+    if as_json:
+        print(json.dumps(dataclasses.asdict(analysis), indent=2))
+        return
+    stdout = Console(soft_wrap=True)
+    for level in analysis.levels:
+        stdout.print("\n".join(report.stage_table(level)), markup=False)
+        stdout.print()
+    stdout.print(f"verdict: {analysis.verdict}", markup=False)
+    stdout.print(f"knob: {analysis.advice}", markup=False)
+    for note in analysis.notes:
+        stdout.print(f"note: {note}", markup=False)
+    console.print(f"report: {report.write(analysis, out)}")
 
 
 def main() -> None:

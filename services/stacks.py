@@ -39,7 +39,19 @@ class StackOptions:
     log_json: bool = False
     """Every process writes JSON lines (into the run's log directory when detached): `serving logs` merges them."""
     otlp_endpoint: str | None = None
-    """Trace every service of the stack (OTLP/HTTP traces URL); None: tracing off."""
+    """Trace every service of the stack to this OTLP/HTTP traces URL (any collector); None: see `traces`."""
+    traces: bool = False
+    """Trace every service into the stack's own receiver (spans in run/traces/spans.db, for `serving analyze`)."""
+    trace_port: int = 4318
+    trace_ratio: float = 1.0
+    """Share of requests that arrive without a trace context to trace (a caller's `traceparent` decides for its
+    own requests: parent-based sampling in every service, Triton included)."""
+
+    @property
+    def tracing_url(self) -> str | None:
+        if self.otlp_endpoint:
+            return self.otlp_endpoint
+        return f"http://127.0.0.1:{self.trace_port}/v1/traces" if self.traces else None
 
 
 def _multiproc_dir(options: StackOptions, name: str) -> str:
@@ -65,9 +77,10 @@ def http_service(
         env[f"{env_prefix}ENDPOINT"] = options.endpoint
     if options.log_json:
         env[f"{env_prefix}OBSERVABILITY__LOG_JSON"] = "true"
-    if options.otlp_endpoint:
+    if options.tracing_url:
         env[f"{env_prefix}OBSERVABILITY__TRACING"] = "true"
-        env[f"{env_prefix}OBSERVABILITY__OTLP_ENDPOINT"] = options.otlp_endpoint
+        env[f"{env_prefix}OBSERVABILITY__OTLP_ENDPOINT"] = options.tracing_url
+        env[f"{env_prefix}OBSERVABILITY__SAMPLING_RATIO"] = str(options.trace_ratio)
     argv = [
         sys.executable,
         "-m",
@@ -87,9 +100,31 @@ def http_service(
     )
 
 
+def trace_receiver(options: StackOptions) -> ProcessSpec:
+    """The stack's own OTLP/HTTP receiver (`services.analysis.receiver`), on loopback."""
+    store = (options.run_dir / "traces" / "spans.db").resolve()
+    argv = [
+        sys.executable,
+        "-m",
+        "services.analysis.receiver",
+        "--store",
+        str(store),
+        "--port",
+        str(options.trace_port),
+    ]
+    return ProcessSpec(
+        name="traces", argv=argv, ports=[options.trace_port], ready_url=f"http://127.0.0.1:{options.trace_port}/health"
+    )
+
+
 def stack_processes(options: StackOptions) -> list[ProcessSpec]:
     if options.stack not in STACKS:
         raise ConfigurationError(f"unknown STACK '{options.stack}'; choose one of {', '.join(STACKS)}")
+    receiver = [trace_receiver(options)] if options.traces and not options.otlp_endpoint else []
+    return receiver + _stack_processes(options)
+
+
+def _stack_processes(options: StackOptions) -> list[ProcessSpec]:
     if options.stack == "fastapi":
         return [
             http_service(options, name="fastapi", app="services.fastapi_stack.app:create_app()", env_prefix="SERVING_")
@@ -149,22 +184,31 @@ def triton_service(
     render_options = render_options or RenderOptions(target="local", batching=options.batching, padding=options.padding)
     repository = render(options.model_dir, options.run_dir / "triton-repository", render_options)
     spec = triton_process(
-        repository, options.run_dir, options.triton_ports, models, extra_args=triton_tracing_args(options.otlp_endpoint)
+        repository, options.run_dir, options.triton_ports, models, extra_args=triton_tracing_args(options)
     )
     if options.log_json:  # Triton's own lines, and its Python stubs', rewritten as JSON
         spec.argv = [sys.executable, "-m", "services.triton.logpipe", "--", *spec.argv]
     return spec
 
 
-def triton_tracing_args(otlp_endpoint: str | None) -> list[str]:
-    """Triton's OpenTelemetry mode: it exports its own spans and joins the caller's W3C `traceparent`."""
-    if not otlp_endpoint:
+def triton_tracing_args(options: StackOptions) -> list[str]:
+    """Triton's OpenTelemetry mode: it exports its own spans and joins the caller's W3C `traceparent`.
+
+    Triton traces every request that carries a trace context, whatever its sampled flag, and `rate` of the
+    others (1 in N; 0: none). So its callers send a context only with sampled requests (the gateway, the load
+    generator), and `rate` applies the stack's ratio to the context-less requests that reach Triton directly
+    (STACK=triton); behind a front, Triton traces only what the front sampled."""
+    url = options.tracing_url
+    if not url:
         return []
+    direct = options.stack == "triton"
+    rate = round(1 / options.trace_ratio) if direct and options.trace_ratio > 0 else 0
     return [
         "--trace-config=mode=opentelemetry",
-        "--trace-config=rate=1",
+        f"--trace-config=rate={rate}",
+        "--trace-config=count=-1",
         "--trace-config=level=TIMESTAMPS",
-        f"--trace-config=opentelemetry,url={otlp_endpoint}",
+        f"--trace-config=opentelemetry,url={url}",
         "--trace-config=opentelemetry,resource=service.name=triton",
     ]
 

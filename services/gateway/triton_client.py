@@ -69,7 +69,7 @@ class TritonClient:
             request.raw_input_contents.append(np.ascontiguousarray(array).tobytes())
         for name in outputs:
             request.outputs.add().name = name
-        metadata = tuple(inject_headers({}).items()) if tracing_enabled() else None
+        metadata = (tuple(inject_headers({}).items()) or None) if tracing_enabled() else None
         try:
             response = await self.stub.ModelInfer(request, timeout=self.timeout, metadata=metadata)
         except grpc.aio.AioRpcError as exc:

@@ -18,12 +18,12 @@ def main() -> None:
     stall_at = float(sys.argv[3]) if len(sys.argv) > 3 else None
     stall = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     started = time.monotonic()
-    state = {"stalled": False, "traced": 0}
+    state = {"stalled": False, "traced": 0, "unsampled": 0}
 
     async def handle(request: web.Request) -> web.Response:
         await request.read()
         if "traceparent" in request.headers:
-            state["traced"] += 1
+            state["traced" if request.headers["traceparent"].endswith("-01") else "unsampled"] += 1
         if stall_at is not None and not state["stalled"] and time.monotonic() - started >= stall_at:
             state["stalled"] = True
             time.sleep(stall)  # blocks the event loop: every request waits
@@ -37,7 +37,7 @@ def main() -> None:
         return web.Response(text="reset")
 
     async def stats(request: web.Request) -> web.Response:
-        return web.json_response({"traced": state["traced"]})
+        return web.json_response({"traced": state["traced"], "unsampled": state["unsampled"]})
 
     app = web.Application()
     app.router.add_post("/reset", reset)

@@ -13,6 +13,7 @@ import pytest
 from loadtest import engine, external
 from loadtest.report import summarize
 from loadtest.targets import Target
+from loadtest.tracing import ClientTracing, traceparent
 from services.launcher import free_port
 from tests.support.models import ROOT
 
@@ -117,17 +118,21 @@ def test_generator_metrics_are_served(delay_server):
     assert 'loadtest_target_rate{batching="on",rate="50",stack="fastapi",workers="2"} 50.0' in text
 
 
-def test_trace_ratio_starts_traces_on_that_share_of_requests():
+@pytest.mark.parametrize("unsampled_context", [True, False])
+def test_trace_ratio_samples_that_share_and_says_so_to_the_others(unsampled_context):
     proc, url = start_server(str(DELAY))
     try:
-        spec = engine.AttackSpec(targets=[Target("GET", url + "/x")], rate=200, duration=2, trace_ratio=0.5)
+        tracing = ClientTracing(0.5, unsampled_context=unsampled_context)
+        spec = engine.AttackSpec(targets=[Target("GET", url + "/x")], rate=200, duration=2, tracing=tracing)
         results, _ = run(spec)
-        traced = httpx.get(url + "/stats").json()["traced"]
+        stats = httpx.get(url + "/stats").json()
     finally:
         proc.terminate()
         proc.wait()
-    assert len(results) == 400 and 140 <= traced <= 260, traced
-    header = engine.traceparent()
+    assert len(results) == 400 and 140 <= stats["traced"] <= 260, stats
+    # the HTTP stacks honour "not sampled" (flag 00); Triton would trace any context, so it gets none
+    assert stats["unsampled"] == (400 - stats["traced"] if unsampled_context else 0), stats
+    header = traceparent()
     assert header.startswith("00-") and header.endswith("-01") and len(header) == 55
 
 

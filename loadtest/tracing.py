@@ -1,0 +1,81 @@
+"""The generator's side of a trace: which requests are sampled (the caller's decision, which every service of the
+stack then honours), the W3C `traceparent` that carries it, and a client span per sampled request, so `serving
+analyze` can tell the time spent before the server (network, accept queue) from the time inside it.
+
+Sampled requests carry flag 01; the others carry flag 00 when the server honours it (the HTTP stacks: parent-based
+sampling) and no context at all when it does not (Triton traces every request that carries one).
+"""
+
+from __future__ import annotations
+
+import random
+import urllib.request
+from dataclasses import dataclass
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
+_providers: dict[str, trace.Tracer] = {}
+
+
+def traceparent(sampled: bool = True) -> str:
+    """A new W3C trace context."""
+    return f"00-{random.getrandbits(128):032x}-{random.getrandbits(64):016x}-{'01' if sampled else '00'}"
+
+
+def _tracer(endpoint: str) -> trace.Tracer:
+    """One SDK tracer provider per process and endpoint (the attack's processes each build their own)."""
+    if endpoint not in _providers:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        provider = TracerProvider(resource=Resource.create({"service.name": "loadtest"}))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint), max_queue_size=65536))
+        _providers[endpoint] = provider.get_tracer("loadtest")
+    return _providers[endpoint]
+
+
+def flush() -> None:
+    for tracer in _providers.values():
+        provider = getattr(tracer, "_provider", None) or trace.get_tracer_provider()
+        if hasattr(provider, "force_flush"):
+            provider.force_flush()
+
+
+def local_receiver(url: str = "http://127.0.0.1:4318") -> str | None:
+    """The stack's own receiver (`make up TRACES=1`), when one answers."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=0.5) as response:
+            return f"{url}/v1/traces" if response.status == 200 else None
+    except OSError:
+        return None
+
+
+@dataclass
+class ClientTracing:
+    ratio: float = 0.0
+    unsampled_context: bool = True
+    """Send flag-00 contexts with unsampled requests (False for Triton, which would trace them)."""
+    endpoint: str | None = None
+    """Where the client spans go (OTLP/HTTP); None: headers only."""
+    attributes: dict | None = None
+    """Put on every client span (the attack's name and offered rate: `serving analyze` groups by them)."""
+
+    def start(self, method: str, url: str, due_ns: int) -> tuple[dict[str, str], trace.Span | None]:
+        """Headers to add, and the client span to end when the answer arrives (None when not sampled)."""
+        if not self.ratio:
+            return {}, None
+        if random.random() >= self.ratio:
+            return ({"traceparent": traceparent(sampled=False)} if self.unsampled_context else {}), None
+        if self.endpoint is None:
+            return {"traceparent": traceparent()}, None
+        span = _tracer(self.endpoint).start_span(
+            f"loadtest {method}",
+            kind=SpanKind.CLIENT,
+            start_time=due_ns,
+            attributes={"url.full": url, **(self.attributes or {})},
+        )
+        context = span.get_span_context()
+        return {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-01"}, span

@@ -1,0 +1,154 @@
+"""From many decomposed traces to an answer: per load level, each stage at p50/p90/p99 and its share of the total,
+the stage that dominates the slowest requests, the stage that grows with load, and a verdict that names the knob."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from services.analysis.decompose import Decomposition
+
+BEFORE = "before the handler (network, accept queue)"
+
+
+@dataclass
+class StageStats:
+    name: str
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    share: float
+    """Of the mean end-to-end time."""
+
+
+@dataclass
+class Level:
+    name: str
+    rate: float | None
+    traces: int
+    total_p50_ms: float
+    total_p90_ms: float
+    total_p99_ms: float
+    stages: list[StageStats]
+    slowest_stage: str
+    """The stage with the largest share of the slowest 1% of traces (at least one trace): the p99's critical path."""
+    slowest_share: float
+    p99_trace: Decomposition
+    typical_trace: Decomposition
+
+
+@dataclass
+class Analysis:
+    levels: list[Level]
+    growing_stage: str | None
+    """The stage whose mean grew most from the lowest load level to the highest (None with one level)."""
+    growth_ms: float
+    verdict: str
+    advice: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _level(name: str, rate: float | None, traces: list[Decomposition]) -> Level:
+    totals = np.array([t.total_ms for t in traces])
+    names = list(dict.fromkeys(s for t in traces for s in t.stages))
+    mean_total = float(totals.mean())
+    stages = []
+    for stage in names:
+        values = np.array([t.stages.get(stage, 0.0) for t in traces])
+        p50, p90, p99 = np.percentile(values, [50, 90, 99])
+        stages.append(StageStats(stage, p50, p90, p99, float(values.mean()), float(values.mean()) / mean_total))
+    cut = np.percentile(totals, 99)
+    slow = [t for t in traces if t.total_ms >= cut] or traces
+    slow_share = {s: float(np.mean([t.stages.get(s, 0.0) / t.total_ms for t in slow if t.total_ms])) for s in names}
+    slowest = max(slow_share, key=slow_share.get)
+    order = np.argsort(totals)
+    typical = traces[int(order[len(order) // 2])]
+    p99_trace = traces[int(order[min(len(order) - 1, int(0.99 * len(order)))])]
+    p50, p90, p99 = np.percentile(totals, [50, 90, 99])
+    return Level(name, rate, len(traces), p50, p90, p99, stages, slowest, slow_share[slowest], p99_trace, typical)
+
+
+def group_levels(traces: list[Decomposition]) -> list[tuple[str, float | None, list[Decomposition]]]:
+    """By the load generator's offered rate (its client spans carry it); traces without one form a single level."""
+    groups: dict[tuple, list[Decomposition]] = defaultdict(list)
+    for t in traces:
+        rate = t.attributes.get("loadtest.rate")
+        attack = t.attributes.get("loadtest.attack", "")
+        groups[(float(rate) if rate not in (None, "") else None, attack)].append(t)
+    ordered = sorted(groups.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or 0.0, kv[0][1]))
+    result = []
+    for (rate, attack), items in ordered:
+        label = "closed loop" if rate == 0 else (f"{rate:g} req/s" if rate is not None else "all traces")
+        result.append((f"{attack} {label}".strip() if attack and rate is not None else label, rate, items))
+    return result
+
+
+def advise(stage: str) -> tuple[str, str]:
+    """The verdict and the knob for a dominating stage."""
+    lowered = stage.lower()
+    if stage == BEFORE:
+        return (
+            "requests wait before any handler runs: the front's workers (or the network) are saturated",
+            "raise WORKERS (front worker processes), or put fewer requests on this host",
+        )
+    if lowered.startswith("tokenizer queue"):
+        return (
+            "the ensemble's tokenizer instance is the bottleneck (the study's claim): requests queue for the "
+            "Python-backend tokenizer while the encoder waits",
+            "raise the tokenizer's instance_group count, or tokenize in gateway workers (STACK=clearml WORKERS=N)",
+        )
+    if lowered.endswith(" queue"):
+        model = stage[: -len(" queue")]
+        return (
+            f"requests queue in Triton for the {model} model: its instances are busy",
+            f"raise the {model} instance_group count if CPUs/GPUs are idle; with small batches raise "
+            "max_queue_delay_microseconds (dynamic_batching) so each execution serves more requests",
+        )
+    if lowered.endswith(" infer") or stage == "inference (in-process)":
+        return (
+            "the model's forward pass dominates: the server is compute-bound, serving overhead is not the issue",
+            "faster hardware (GPU: the encoder's CUDA provider), a smaller or quantized model, or shorter inputs",
+        )
+    if stage in ("preprocessing (front)", "JSON parse", "HTTP handling (front)", "postprocess + serialisation"):
+        return (
+            f"the front's own work ({stage}) dominates: gateway/front workers spend the time, not the model",
+            "raise WORKERS (preprocessing scales with front processes), or make the preprocess code cheaper",
+        )
+    if stage == "gRPC client + transfer":
+        return (
+            "the hop between the gateway and Triton dominates (gRPC client, serialisation, transfer)",
+            "send fewer, larger requests (several texts per request), or co-locate gateway and Triton",
+        )
+    if stage.startswith("ensemble hand-offs"):
+        return (
+            "the ensemble's scheduling between its steps dominates",
+            "fewer ensemble steps (tokenize in the front: STACK=clearml)",
+        )
+    return (f"{stage} dominates", "look at the waterfall of the p99 trace")
+
+
+def analyze(traces: list[Decomposition]) -> Analysis:
+    if not traces:
+        raise ValueError("no complete traces to analyze: were the services started with tracing (TRACES=1)?")
+    levels = [_level(name, rate, items) for name, rate, items in group_levels(traces)]
+    notes = []
+    growing, growth = None, 0.0
+    rated = [lv for lv in levels if lv.rate]
+    if len(rated) >= 2:
+        low, high = rated[0], rated[-1]
+        low_means = {s.name: s.mean_ms for s in low.stages}
+        deltas = {s.name: s.mean_ms - low_means.get(s.name, 0.0) for s in high.stages}
+        growing = max(deltas, key=deltas.get)
+        growth = deltas[growing]
+    top = max(levels, key=lambda lv: (lv.rate or 0.0, lv.traces))
+    deciding = growing if growing and growth > 0.2 * top.total_p50_ms else top.slowest_stage
+    verdict, advice = advise(deciding)
+    if growing and deciding != top.slowest_stage:
+        notes.append(f"at the highest load the slowest requests are dominated by {top.slowest_stage}")
+    for lv in levels:
+        if lv.traces < 20:
+            notes.append(f"{lv.name}: only {lv.traces} traces; percentiles are rough")
+    return Analysis(levels, growing, growth, f"{deciding}: {verdict}", advice, notes)
