@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-_providers: dict[str, trace.Tracer] = {}
+_providers: dict = {}
+"""OTLP endpoint -> the SDK tracer provider exporting there."""
 
 
 def traceparent(sampled: bool = True) -> str:
@@ -33,15 +34,14 @@ def _tracer(endpoint: str) -> trace.Tracer:
 
         provider = TracerProvider(resource=Resource.create({"service.name": "loadtest"}))
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint), max_queue_size=65536))
-        _providers[endpoint] = provider.get_tracer("loadtest")
-    return _providers[endpoint]
+        _providers[endpoint] = provider
+    return _providers[endpoint].get_tracer("loadtest")
 
 
 def flush() -> None:
-    for tracer in _providers.values():
-        provider = getattr(tracer, "_provider", None) or trace.get_tracer_provider()
-        if hasattr(provider, "force_flush"):
-            provider.force_flush()
+    """Export every client span still queued (the end of an attack)."""
+    for provider in _providers.values():
+        provider.force_flush()
 
 
 def local_receiver(url: str = "http://127.0.0.1:4318") -> str | None:

@@ -209,6 +209,7 @@ def triton_tracing_args(options: StackOptions) -> list[str]:
         "--trace-config=count=-1",
         "--trace-config=level=TIMESTAMPS",
         f"--trace-config=opentelemetry,url={url}",
+        "--trace-config=opentelemetry,bsp_schedule_delay=1000",  # export every second (default 5): analyze sooner
         "--trace-config=opentelemetry,resource=service.name=triton",
     ]
 

@@ -33,6 +33,8 @@ class Level:
     total_p90_ms: float
     total_p99_ms: float
     stages: list[StageStats]
+    dominant_stage: str
+    """The stage with the largest share of the mean: where the time goes at this load."""
     slowest_stage: str
     """The stage with the largest share of the slowest 1% of traces (at least one trace): the p99's critical path."""
     slowest_share: float
@@ -68,7 +70,10 @@ def _level(name: str, rate: float | None, traces: list[Decomposition]) -> Level:
     typical = traces[int(order[len(order) // 2])]
     p99_trace = traces[int(order[min(len(order) - 1, int(0.99 * len(order)))])]
     p50, p90, p99 = np.percentile(totals, [50, 90, 99])
-    return Level(name, rate, len(traces), p50, p90, p99, stages, slowest, slow_share[slowest], p99_trace, typical)
+    dominant = max(stages, key=lambda s: s.share).name
+    return Level(
+        name, rate, len(traces), p50, p90, p99, stages, dominant, slowest, slow_share[slowest], p99_trace, typical
+    )
 
 
 def group_levels(traces: list[Decomposition]) -> list[tuple[str, float | None, list[Decomposition]]]:
@@ -144,10 +149,10 @@ def analyze(traces: list[Decomposition]) -> Analysis:
         growing = max(deltas, key=deltas.get)
         growth = deltas[growing]
     top = max(levels, key=lambda lv: (lv.rate or 0.0, lv.traces))
-    deciding = growing if growing and growth > 0.2 * top.total_p50_ms else top.slowest_stage
+    deciding = growing if growing and growth > 0.2 * top.total_p50_ms else top.dominant_stage
     verdict, advice = advise(deciding)
-    if growing and deciding != top.slowest_stage:
-        notes.append(f"at the highest load the slowest requests are dominated by {top.slowest_stage}")
+    if top.slowest_stage != deciding:
+        notes.append(f"at {top.name} the slowest 1% of requests are dominated by {top.slowest_stage} instead")
     for lv in levels:
         if lv.traces < 20:
             notes.append(f"{lv.name}: only {lv.traces} traces; percentiles are rough")

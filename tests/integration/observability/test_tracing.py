@@ -1,106 +1,209 @@
-"""OpenTelemetry: a served request's span reaches a real OTLP/HTTP receiver and joins the caller's trace."""
+"""Tracing end to end with real parts: the stack's own OTLP receiver process, the gateway, Triton in its
+OpenTelemetry mode and the load generator's client spans; the caller's sampling decision holds in every hop; and
+`serving analyze` names the bottleneck of situations built to have a known one."""
 
 from __future__ import annotations
 
-import http.server
-import json
-import threading
 import time
+from pathlib import Path
 
+import httpx
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from services.launcher import free_port
+from loadtest import engine
+from loadtest.targets import Target
+from loadtest.tracing import ClientTracing
+from services.analysis.decompose import decompose_all
+from services.analysis.store import SpanStore
+from services.analysis.verdict import analyze
+from services.gateway.endpoints import EndpointConfig, EndpointsFile
+from services.launcher import Launcher, free_port
+from services.stacks import StackOptions, trace_receiver, triton_tracing_args
 from services.triton.repository import RenderOptions
+from services.triton.server import TritonPorts, triton_process
 from tests.support.servers import start_gateway, start_http_stack, start_triton
 
+FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "300"}  # the SDK's batch span processor exports every 0.3 s
 
-class Receiver(http.server.BaseHTTPRequestHandler):
-    spans: list = []
-
-    def do_POST(self):  # noqa: N802 - http.server's naming
-        body = self.rfile.read(int(self.headers["content-length"]))
-        if "json" in self.headers.get("content-type", ""):  # Triton posts OTLP/JSON: ids are hex strings there
-            for resource in json.loads(body)["resourceSpans"]:
-                attributes = resource["resource"]["attributes"]
-                service = next(a["value"]["stringValue"] for a in attributes if a["key"] == "service.name")
-                for scope in resource["scopeSpans"]:
-                    for span in scope["spans"]:
-                        Receiver.spans.append((service, span["traceId"].lower(), span["name"]))
-        else:  # the Python SDK posts protobuf
-            request = ExportTraceServiceRequest.FromString(body)
-            for resource in request.resource_spans:
-                attributes = resource.resource.attributes
-                service = next(a.value.string_value for a in attributes if a.key == "service.name")
-                for scope in resource.scope_spans:
-                    for span in scope.spans:
-                        Receiver.spans.append((service, span.trace_id.hex(), span.name))
-        self.send_response(200)
-        self.send_header("content-type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
+BURN = """
+import time
 
 
-@pytest.fixture
-def receiver():
-    port = free_port()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{port}/v1/traces"
-    server.shutdown()
+class Preprocess:
+    def preprocess(self, body, state, collect_custom_statistics_fn=None):
+        end = time.process_time() + 0.004  # 4 ms of CPU in the gateway worker
+        while time.process_time() < end:
+            pass
+        return body
+
+    def process(self, data, state, collect_custom_statistics_fn=None):
+        return {"ok": True}
+"""
+
+SLOW_MODEL = """
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
 
 
-def wait_for(predicate, seconds: float = 15) -> None:
-    deadline = time.monotonic() + seconds  # batch span processors export every few seconds
-    while time.monotonic() < deadline and not predicate():
-        time.sleep(0.2)
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(0.02)  # a slow forward pass, one request at a time
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("y", x.astype(np.float32))]))
+        return out
+"""
+
+SLOW_CONFIG = """
+name: "slow"
+backend: "python"
+max_batch_size: 0
+input [{ name: "x", data_type: TYPE_FP32, dims: [1] }]
+output [{ name: "y", data_type: TYPE_FP32, dims: [1] }]
+instance_group [{ count: 1, kind: KIND_CPU }]
+"""
 
 
-def test_request_span_is_exported_and_joins_the_incoming_trace(tmp_path, tiny_model, receiver):
-    env = {"SERVING_OBSERVABILITY__TRACING": "true", "SERVING_OBSERVABILITY__OTLP_ENDPOINT": receiver}
-    stack = start_http_stack(tmp_path, tiny_model, env=env)
+class Receiver:
+    def __init__(self, run_dir: Path):
+        options = StackOptions(run_dir=run_dir, trace_port=free_port(), traces=True)
+        self.url = options.tracing_url
+        self.options = options
+        self.launcher = Launcher(run_dir)
+        self.launcher.start_ready(trace_receiver(options), detach=True, timeout=30)
+        self.store = SpanStore(run_dir / "traces" / "spans.db")
+
+    def spans(self, trace_id: str | None = None):
+        found = self.store.spans()
+        return [s for s in found if trace_id is None or s.trace_id == trace_id]
+
+    def wait(self, predicate, seconds: float = 15) -> None:
+        deadline = time.monotonic() + seconds  # batch span processors export every few seconds
+        while time.monotonic() < deadline and not predicate():
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        self.store.close()
+        self.launcher.stop_all()
+
+
+@pytest.fixture(scope="module")
+def receiver(tmp_path_factory):
+    found = Receiver(tmp_path_factory.mktemp("traces"))
+    yield found
+    found.stop()
+
+
+@pytest.fixture(scope="module")
+def traced_gateway(tmp_path_factory, tiny_model, receiver):
+    """Triton (rate=0: only what the gateway sampled) and a one-worker gateway with a CPU-burning endpoint."""
+    base = tmp_path_factory.mktemp("traced")
+    behind_front = triton_tracing_args(StackOptions(stack="clearml", otlp_endpoint=receiver.url))
+    triton = start_triton(base / "triton", tiny_model, RenderOptions(), models=("encoder",), extra_args=behind_front)
+    (base / "burn.py").write_text(BURN)
+    run_dir = base / "gw"
+    run_dir.mkdir()
+    EndpointsFile(endpoints={"burn": EndpointConfig(engine="custom", preprocess=str(base / "burn.py"))}).write(
+        run_dir / "endpoints.json"
+    )
+    env = {"GATEWAY_OBSERVABILITY__TRACING": "true", "GATEWAY_OBSERVABILITY__OTLP_ENDPOINT": receiver.url}
+    gateway = start_gateway(run_dir, tiny_model, triton, workers=1, env={**env, **FAST_EXPORT})
+    yield gateway
+    gateway.launcher.stop_all()
+    triton.stop()
+
+
+def test_one_trace_runs_from_the_caller_through_the_gateway_into_triton(traced_gateway, receiver):
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    with traced_gateway.client() as client:
+        response = client.post(
+            "/serve/minilm",
+            json={"text": "trace me through"},
+            headers={"traceparent": f"00-{trace_id}-b7ad6b7169203331-01"},
+        )
+    assert response.status_code == 200
+    receiver.wait(lambda: {s.service for s in receiver.spans(trace_id)} >= {"gateway", "triton"})
+    spans = receiver.spans(trace_id)
+    names = {(s.service, s.name) for s in spans}
+    assert {("gateway", "POST /serve"), ("gateway", "preprocess"), ("gateway", "triton")} <= names
+    assert {("triton", "InferRequest"), ("triton", "encoder"), ("triton", "compute")} <= names
+    [decomposed] = decompose_all(spans)
+    assert decomposed.stages["encoder infer"] > 0 and "gRPC client + transfer" in decomposed.stages
+
+
+def test_a_not_sampled_caller_is_traced_nowhere(traced_gateway, receiver):
+    """Sampling means what it says: flag 00 from the caller, so neither the gateway nor Triton records it (Triton
+    traces any request that carries a context, so the gateway sends none with an unsampled request)."""
+    unsampled = "1" * 32
+    sampled = "2" * 32
+    with traced_gateway.client() as client:
+        for trace_id, flag in ((unsampled, "00"), (sampled, "01")):
+            headers = {"traceparent": f"00-{trace_id}-b7ad6b7169203331-{flag}"}
+            assert client.post("/serve/minilm", json={"text": "x"}, headers=headers).status_code == 200
+    receiver.wait(lambda: {s.service for s in receiver.spans(sampled)} >= {"gateway", "triton"})
+    assert receiver.spans(unsampled) == []
+
+
+def test_analysis_names_gateway_preprocessing_when_preprocess_burns_cpu(traced_gateway, receiver):
+    since = time.time_ns()
+    tracing = ClientTracing(1.0, endpoint=receiver.url, attributes={"loadtest.rate": 0.0, "loadtest.attack": "burn"})
+    target = Target("POST", traced_gateway.url + "/serve/burn", b'{"x": 1}', {"content-type": "application/json"})
+    spec = engine.AttackSpec(targets=[target], concurrency=2, duration=2, tracing=tracing)
+    results = []
+    engine.attack(spec, results.append)
+    assert all(r.code == 200 for r in results)
+    ours = lambda: [s for s in receiver.store.spans(since) if s.service == "gateway" and s.name == "POST /serve"]  # noqa: E731
+    receiver.wait(lambda: len(ours()) >= len(results))
+    analysis = analyze(decompose_all(receiver.store.spans(since)))
+    print(analysis.verdict, analysis.levels[0].stages)
+    assert analysis.levels[0].dominant_stage == "preprocessing (front)"
+    assert "before the handler (network, accept queue)" in analysis.levels[0].p99_trace.stages, "client spans joined"
+    assert analysis.verdict.startswith("preprocessing (front)") and "WORKERS" in analysis.advice
+
+
+def test_analysis_names_the_triton_queue_of_a_slow_single_instance_model(tmp_path, receiver):
+    repository = tmp_path / "repository"
+    (repository / "slow" / "1").mkdir(parents=True)
+    (repository / "slow" / "config.pbtxt").write_text(SLOW_CONFIG)
+    (repository / "slow" / "1" / "model.py").write_text(SLOW_MODEL)
+    ports = TritonPorts(free_port(), free_port(), free_port())
+    direct = triton_tracing_args(StackOptions(stack="clearml", otlp_endpoint=receiver.url))  # traces what has context
+    spec = triton_process(repository, tmp_path, ports, ["slow"], extra_args=direct)
+    launcher = Launcher(tmp_path)
+    launcher.start_ready(spec, detach=True, timeout=120)
+    since = time.time_ns()
+    try:
+        url = f"http://127.0.0.1:{ports.http}/v2/models/slow/infer"
+        body = b'{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1.0]}]}'
+        tracing = ClientTracing(1.0, unsampled_context=False, endpoint=receiver.url, attributes={"loadtest.rate": 0.0})
+        attack = engine.AttackSpec(targets=[Target("POST", url, body)], concurrency=6, duration=2, tracing=tracing)
+        results = []
+        engine.attack(attack, results.append)
+        assert all(r.code == 200 for r in results), {r.code for r in results}
+        receiver.wait(lambda: sum(s.name == "compute" for s in receiver.store.spans(since)) >= len(results), seconds=20)
+    finally:
+        launcher.stop_all()
+    analysis = analyze(decompose_all(receiver.store.spans(since)))
+    print(analysis.verdict, analysis.levels[0].stages)
+    assert analysis.levels[0].dominant_stage == "slow queue"
+    assert "queue in Triton for the slow model" in analysis.verdict and "instance_group" in analysis.advice
+
+
+def test_the_fastapi_stacks_request_span_joins_the_incoming_trace(tmp_path, tiny_model, receiver):
+    env = {"SERVING_OBSERVABILITY__TRACING": "true", "SERVING_OBSERVABILITY__OTLP_ENDPOINT": receiver.url}
+    stack = start_http_stack(tmp_path, tiny_model, env={**env, **FAST_EXPORT})
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
     try:
         with stack.client() as client:
-            response = client.post(
-                "/serve/minilm",
-                json={"text": "trace me"},
-                headers={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"},
-            )
+            headers = {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+            response = client.post("/serve/minilm", json={"text": "trace me"}, headers=headers)
         assert response.status_code == 200
-        wait_for(lambda: any(t == trace_id for _, t, _ in Receiver.spans))
+        receiver.wait(lambda: any(s.name == "inference" for s in receiver.spans(trace_id)))
     finally:
         stack.launcher.stop_all()
-    assert ("fastapi", trace_id, "POST /serve") in Receiver.spans
-
-
-def test_one_trace_runs_from_the_caller_through_the_gateway_into_triton(tmp_path, tiny_model, receiver):
-    from services.stacks import triton_tracing_args
-
-    triton = start_triton(
-        tmp_path / "triton", tiny_model, RenderOptions(), models=("encoder",), extra_args=triton_tracing_args(receiver)
-    )
-    gateway = start_gateway(
-        tmp_path / "gw",
-        tiny_model,
-        triton,
-        workers=1,
-        env={"GATEWAY_OBSERVABILITY__TRACING": "true", "GATEWAY_OBSERVABILITY__OTLP_ENDPOINT": receiver},
-    )
-    trace_id = "0af7651916cd43dd8448eb211c80319c"
-    try:
-        with gateway.client() as client:
-            response = client.post(
-                "/serve/minilm",
-                json={"text": "trace me through"},
-                headers={"traceparent": f"00-{trace_id}-b7ad6b7169203331-01"},
-            )
-        assert response.status_code == 200
-        wait_for(lambda: {s for s, t, _ in Receiver.spans if t == trace_id} >= {"gateway", "triton"})
-    finally:
-        gateway.launcher.stop_all()
-        triton.stop()
-    services = {service for service, t, _ in Receiver.spans if t == trace_id}
-    assert services >= {"gateway", "triton"}, Receiver.spans
+    names = {(s.service, s.name) for s in receiver.spans(trace_id)}
+    assert {("fastapi", "POST /serve"), ("fastapi", "preprocess"), ("fastapi", "inference")} <= names
+    assert httpx.get(receiver.url.replace("/v1/traces", "/health")).json()["spans"] > 0
