@@ -26,6 +26,7 @@ from loadtest.results import Result, write_results
 from loadtest.sentences import MIXES
 from loadtest.stackrun import running_stack
 from loadtest.targets import build_targets
+from loadtest.tracing import ClientTracing
 from services.common.contract import Manifest
 
 console = Console(stderr=True)
@@ -55,6 +56,9 @@ class MatrixConfig:
     load_seconds: float = 5
     load_levels: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75, 1.0, 1.25])
     ceiling_seconds: float = 10
+    trace_ratio: float = 0.0
+    """Share of requests traced end to end; > 0 stores each configuration's traces and adds the stage breakdown and
+    the bottleneck verdict to the report."""
 
     @classmethod
     def load(cls, path: Path) -> MatrixConfig:
@@ -162,11 +166,17 @@ def _measure(
 
 
 def run_config(
-    config: MatrixConfig, run: RunSpec, model_dir: Path, raw_dir: Path, metrics: GeneratorMetrics | None = None
+    config: MatrixConfig,
+    run: RunSpec,
+    model_dir: Path,
+    raw_dir: Path,
+    metrics: GeneratorMetrics | None = None,
+    analyses: dict | None = None,
 ) -> list[Measurement]:
     measurements = []
+    traced = config.trace_ratio > 0
     with running_stack(
-        run.stack, model_dir, workers=run.workers, batching=run.batching, padding=run.padding
+        run.stack, model_dir, workers=run.workers, batching=run.batching, padding=run.padding, traces=traced
     ) as running:
         texts = MIXES[config.mix](max(200, 50 * config.texts_per_request))
         endpoint = Manifest.load(model_dir).endpoint_name
@@ -175,9 +185,20 @@ def run_config(
         )
         name = run.name
 
+        def tracing(rate: float | None) -> ClientTracing | None:
+            if not traced:
+                return None
+            attributes = {"loadtest.rate": rate or 0.0, "loadtest.attack": name}
+            return ClientTracing(config.trace_ratio, run.stack != "triton", running.options.tracing_url, attributes)
+
         def closed(seconds: float) -> engine.AttackSpec:
             return engine.AttackSpec(
-                targets=targets, rate=None, concurrency=config.concurrency, duration=seconds, name=name
+                targets=targets,
+                rate=None,
+                concurrency=config.concurrency,
+                duration=seconds,
+                name=name,
+                tracing=tracing(None),
             )
 
         engine.attack(closed(config.warmup_seconds), lambda r: None)
@@ -196,17 +217,61 @@ def run_config(
         )
         for level in config.load_levels:
             rate = max(1.0, round(level * saturation.throughput, 1))
-            spec = engine.AttackSpec(targets=targets, rate=rate, duration=config.load_seconds, name=name, timeout=30)
+            spec = engine.AttackSpec(
+                targets=targets, rate=rate, duration=config.load_seconds, name=name, timeout=30, tracing=tracing(rate)
+            )
             measurement = _measure(spec, run, "load", metrics, raw_dir / f"{name}-rate{rate:g}.jsonl")
             measurements.append(measurement)
             for note in measurement.warnings:
                 console.print(f"[bold red]WARNING[/] {measurement.label} at {rate:g} req/s: {note}")
+        if traced and analyses is not None:
+            analyses[name] = analyze_config(running.trace_store, raw_dir.parent / "traces" / name)
     return measurements
 
 
-def write_outputs(out: Path, measurements: list[Measurement], ceiling: dict, info: dict, config: MatrixConfig) -> None:
+def analyze_config(store_path: Path, out: Path) -> dict:
+    """The configuration's traces: kept (the span store), analysed (report and charts), summarised for report.md."""
+    import shutil
+    import time
+
+    from services.analysis import report
+    from services.analysis.decompose import decompose_all
+    from services.analysis.store import SpanStore
+    from services.analysis.verdict import analyze
+
+    time.sleep(2)  # Triton's span processor exports every second
+    out.mkdir(parents=True, exist_ok=True)
+    store = SpanStore(store_path)
+    spans = store.spans()
+    store.close()
+    shutil.copy(store_path, out / "spans.db")
+    try:
+        analysis = analyze(decompose_all(spans))
+    except ValueError as error:
+        return {"error": str(error)}
+    report.write(analysis, out, f"Bottleneck analysis: {out.name}")
+    top = max(analysis.levels, key=lambda lv: (lv.rate or 0.0, lv.traces))
+    stages = sorted(top.stages, key=lambda s: -s.share)[:4]
+    return {
+        "verdict": analysis.verdict,
+        "advice": analysis.advice,
+        "level": top.name,
+        "traces": sum(lv.traces for lv in analysis.levels),
+        "top_stages": [{"stage": s.name, "share": s.share, "p99_ms": s.p99_ms} for s in stages],
+    }
+
+
+def write_outputs(
+    out: Path,
+    measurements: list[Measurement],
+    ceiling: dict,
+    info: dict,
+    config: MatrixConfig,
+    analyses: dict | None = None,
+) -> None:
     rows = [asdict(m) | {"label": m.label} for m in measurements]
-    (out / "summary.json").write_text(json.dumps({"ceiling": ceiling, "measurements": rows}, indent=2))
+    summary = {"ceiling": ceiling, "measurements": rows, "analyses": analyses or {}}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
     (out / "machine.json").write_text(json.dumps(info, indent=2))
     with open(out / "summary.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=[k for k in rows[0] if k != "warnings"], extrasaction="ignore")
@@ -259,12 +324,29 @@ def write_outputs(out: Path, measurements: list[Measurement], ceiling: dict, inf
             "![latency](latency.png)",
             "",
         ]
+    if analyses:
+        lines += analysis_section(analyses)
     warned = [m for m in measurements if m.warnings]
     if warned:
         lines += ["Warnings:", ""] + [
             f"- {m.label} at {m.offered_rate or 0:g} req/s: {w}" for m in warned for w in m.warnings
         ]
     (out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def analysis_section(analyses: dict) -> list[str]:
+    lines = ["## Why: where the time goes (tracing-based analysis)", ""]
+    for name, found in analyses.items():
+        if "error" in found:
+            lines += [f"- **{name}**: {found['error']}", ""]
+            continue
+        shares = ", ".join(f"{s['stage']} {s['share']:.0%}" for s in found["top_stages"])
+        lines += [
+            f"**{name}** ({found['traces']} traces; at {found['level']}: {shares}). Verdict: {found['verdict']}. "
+            f"Knob: {found['advice']}. [analysis](traces/{name}/analysis.md)",
+            "",
+        ]
+    return lines
 
 
 def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_port: int | None = None) -> Path:
@@ -282,14 +364,15 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
     reference = ceiling(model_dir, MIXES[config.mix](512), config.ceiling_seconds)
     console.print(f"raw ONNX Runtime ceiling: {reference['rate']:.1f} sequences/s at batch {reference['batch']}")
     measurements: list[Measurement] = []
+    analyses: dict = {}
     runs = config.runs()
     for index, run in enumerate(runs, 1):
         console.print(
             f"[bold]({index}/{len(runs)})[/] STACK={run.stack} WORKERS={run.workers} "
             f"BATCHING={'on' if run.batching else 'off'} PADDING={run.padding}"
         )
-        measurements += run_config(config, run, model_dir, raw_dir, metrics)
-    write_outputs(out, measurements, reference, info, config)
+        measurements += run_config(config, run, model_dir, raw_dir, metrics, analyses)
+    write_outputs(out, measurements, reference, info, config, analyses)
     return out
 
 
@@ -299,4 +382,5 @@ def replot(out: Path) -> None:
     fields = set(Measurement.__dataclass_fields__)
     measurements = [Measurement(**{k: v for k, v in row.items() if k in fields}) for row in data["measurements"]]
     config = MatrixConfig(configs=[])
-    write_outputs(out, measurements, data["ceiling"], json.loads((out / "machine.json").read_text()), config)
+    machine = json.loads((out / "machine.json").read_text())
+    write_outputs(out, measurements, data["ceiling"], machine, config, data.get("analyses"))

@@ -59,6 +59,10 @@ class RunningStack:
         return f"http://127.0.0.1:{port}"
 
     @property
+    def trace_store(self) -> Path:
+        return self.options.run_dir / "traces" / "spans.db"
+
+    @property
     def request_format(self) -> str:
         return "kserve" if self.options.stack == "triton" else "serve"
 
@@ -87,7 +91,10 @@ def running_stack(
     batching: bool = True,
     padding: str = "ragged",
     timeout: float = 240,
+    traces: bool = False,
 ) -> Iterator[RunningStack]:
+    """The stack on free ports in a temporary run directory; with `traces`, its own trace receiver too, tracing
+    only what the load generator samples (ratio 0 for requests without a context)."""
     with tempfile.TemporaryDirectory() as run_dir:
         options = StackOptions(
             stack=stack,
@@ -101,6 +108,9 @@ def running_stack(
             triton_ports=TritonPorts(free_port(), free_port(), free_port()),
             endpoints_file=Path(run_dir) / "endpoints.json",
             log_json=True,
+            traces=traces,
+            trace_port=free_port(),
+            trace_ratio=0.0,
         )
         launcher = Launcher(Path(run_dir))
         try:

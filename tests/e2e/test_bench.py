@@ -17,6 +17,7 @@ saturation_seconds = 2
 load_seconds = 1
 load_levels = [0.5]
 ceiling_seconds = 1
+trace_ratio = 0.5
 
 [[configs]]
 stack = "fastapi"
@@ -67,3 +68,14 @@ def test_tiny_matrix_writes_report_summary_and_charts(tmp_path, tiny_model):
     report = (run / "report.md").read_text()
     assert "| fastapi w1 |" in report and "| clearml w1 batching on |" in report
     assert "![throughput](throughput.png)" in report and "![latency](latency.png)" in report
+    # traced: each configuration's stage breakdown and verdict, with its own analysis and charts
+    assert "## Why: where the time goes" in report
+    for name in ("fastapi-w1-on", "clearml-w1-on"):
+        assert f"**{name}**" in report and f"(traces/{name}/analysis.md)" in report
+        analysis = (run / "traces" / name / "analysis.md").read_text()
+        assert "**Verdict:**" in analysis and "| stage | p50 ms |" in analysis
+        assert (
+            png_size(run / "traces" / name / "waterfall.png")[0] > 0
+            and (run / "traces" / name / "spans.db").stat().st_size
+        )
+    assert "closed loop" in (run / "traces" / "clearml-w1-on" / "analysis.md").read_text(), "levels by offered rate"
