@@ -38,10 +38,15 @@ class RunSpec:
     workers: int
     batching: bool
     padding: str = "ragged"
+    trace_ratio: float = 0.0
+    tracing: str = ""
+    """Set when the matrix varies tracing (a `trace` axis): "trace 1%", "no tracing"; part of the name and label."""
 
     @property
     def name(self) -> str:
         suffix = "" if self.padding == "ragged" else f"-{self.padding}"
+        if self.tracing:
+            suffix += f"-trace{self.trace_ratio:g}"
         return f"{self.stack}-w{self.workers}-{'on' if self.batching else 'off'}{suffix}"
 
 
@@ -56,6 +61,9 @@ class MatrixConfig:
     load_seconds: float = 5
     load_levels: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75, 1.0, 1.25])
     ceiling_seconds: float = 10
+    rounds: int = 1
+    """Interleaved rounds (A B C, A B C, ...): each figure is reported as the median with its min-max; the open-loop
+    levels run in the last round."""
     trace_ratio: float = 0.0
     """Share of requests traced end to end; > 0 stores each configuration's traces and adds the stage breakdown and
     the bottleneck verdict to the report."""
@@ -70,7 +78,10 @@ class MatrixConfig:
             for workers in entry.get("workers", [1]):
                 for batching in entry.get("batching", ["on"]):
                     for padding in entry.get("padding", ["ragged"]):
-                        runs.append(RunSpec(entry["stack"], int(workers), batching == "on", padding))
+                        for ratio in entry.get("trace", [self.trace_ratio]):
+                            label = (f"trace {ratio:.0%}" if ratio else "no tracing") if "trace" in entry else ""
+                            spec = RunSpec(entry["stack"], int(workers), batching == "on", padding, ratio, label)
+                            runs.append(spec)
         return runs
 
 
@@ -90,6 +101,8 @@ class Measurement:
     requests: int
     warnings: list[str] = field(default_factory=list)
     padding: str = "ragged"
+    tracing: str = ""
+    round: int = 1
     cpu_us_per_request: float | None = None
     """Saturation: CPU time of every server process of the stack per successful request (load generator excluded)."""
     front_cpu_us_per_request: float | None = None
@@ -101,7 +114,8 @@ class Measurement:
         text = f"{self.stack} w{self.workers}"
         if self.stack != "fastapi":
             text += f" batching {'on' if self.batching else 'off'}"
-        return text + (f" {self.padding}" if self.padding != "ragged" else "")
+        text += f" {self.padding}" if self.padding != "ragged" else ""
+        return text + (f" {self.tracing}" if self.tracing else "")
 
 
 def machine_info() -> dict:
@@ -124,7 +138,12 @@ def machine_info() -> dict:
 
 
 def _measure(
-    spec: engine.AttackSpec, run: RunSpec, kind: str, metrics: GeneratorMetrics | None, out: Path
+    spec: engine.AttackSpec,
+    run: RunSpec,
+    kind: str,
+    metrics: GeneratorMetrics | None,
+    out: Path,
+    round_no: int = 1,
 ) -> Measurement:
     results: list[Result] = []
     labels = {
@@ -162,6 +181,8 @@ def _measure(
         len(results),
         engine.warnings_for(spec, stats),
         padding=run.padding,
+        tracing=run.tracing,
+        round=round_no,
     )
 
 
@@ -172,9 +193,14 @@ def run_config(
     raw_dir: Path,
     metrics: GeneratorMetrics | None = None,
     analyses: dict | None = None,
+    round_no: int = 1,
+    load_levels: list[float] | None = None,
 ) -> list[Measurement]:
+    """One configuration, one round: up, warm up, saturate, the open-loop levels (`load_levels`, default the
+    config's), down."""
     measurements = []
-    traced = config.trace_ratio > 0
+    levels = config.load_levels if load_levels is None else load_levels
+    traced = run.trace_ratio > 0
     with running_stack(
         run.stack, model_dir, workers=run.workers, batching=run.batching, padding=run.padding, traces=traced
     ) as running:
@@ -189,7 +215,7 @@ def run_config(
             if not traced:
                 return None
             attributes = {"loadtest.rate": rate or 0.0, "loadtest.attack": name}
-            return ClientTracing(config.trace_ratio, run.stack != "triton", running.options.tracing_url, attributes)
+            return ClientTracing(run.trace_ratio, run.stack != "triton", running.options.tracing_url, attributes)
 
         def closed(seconds: float) -> engine.AttackSpec:
             return engine.AttackSpec(
@@ -204,7 +230,12 @@ def run_config(
         engine.attack(closed(config.warmup_seconds), lambda r: None)
         cpu_before = running.cpu_seconds()
         saturation = _measure(
-            closed(config.saturation_seconds), run, "saturation", metrics, raw_dir / f"{name}-saturation.jsonl"
+            closed(config.saturation_seconds),
+            run,
+            "saturation",
+            metrics,
+            raw_dir / f"r{round_no}-{name}-saturation.jsonl",
+            round_no,
         )
         cpu_after = running.cpu_seconds()
         served = saturation.throughput * config.saturation_seconds
@@ -215,12 +246,14 @@ def run_config(
         console.print(
             f"{saturation.label}: saturated at {saturation.throughput:.1f} req/s (p50 {saturation.p50_ms:.1f} ms)"
         )
-        for level in config.load_levels:
+        for level in levels:
             rate = max(1.0, round(level * saturation.throughput, 1))
             spec = engine.AttackSpec(
                 targets=targets, rate=rate, duration=config.load_seconds, name=name, timeout=30, tracing=tracing(rate)
             )
-            measurement = _measure(spec, run, "load", metrics, raw_dir / f"{name}-rate{rate:g}.jsonl")
+            measurement = _measure(
+                spec, run, "load", metrics, raw_dir / f"r{round_no}-{name}-rate{rate:g}.jsonl", round_no
+            )
             measurements.append(measurement)
             for note in measurement.warnings:
                 console.print(f"[bold red]WARNING[/] {measurement.label} at {rate:g} req/s: {note}")
@@ -261,6 +294,66 @@ def analyze_config(store_path: Path, out: Path) -> dict:
     }
 
 
+SPREAD_FLAG = 0.10
+
+
+@dataclass
+class Summary:
+    """A configuration's saturation over its rounds: medians, and the throughput's min-max."""
+
+    label: str
+    stack: str
+    workers: int
+    batching: bool
+    rounds: int
+    throughput: float
+    low: float
+    high: float
+    p50_ms: float
+    p99_ms: float
+    success: float
+    cpu_us_per_request: float | None
+    front_cpu_us_per_request: float | None
+
+    @property
+    def spread(self) -> float:
+        return (self.high - self.low) / self.throughput if self.throughput else 0.0
+
+
+def aggregate(saturated: list[Measurement]) -> list[Summary]:
+    import statistics
+
+    def median(values):
+        present = [v for v in values if v is not None]
+        return statistics.median(present) if present else None
+
+    groups: dict[str, list[Measurement]] = {}
+    for m in saturated:
+        groups.setdefault(m.label, []).append(m)
+    found = []
+    for label, items in groups.items():
+        rates = [m.throughput for m in items]
+        first = items[0]
+        found.append(
+            Summary(
+                label,
+                first.stack,
+                first.workers,
+                first.batching,
+                len(items),
+                median(rates),
+                min(rates),
+                max(rates),
+                median([m.p50_ms for m in items]),
+                median([m.p99_ms for m in items]),
+                min(m.success for m in items),
+                median([m.cpu_us_per_request for m in items]),
+                median([m.front_cpu_us_per_request for m in items]),
+            )
+        )
+    return found
+
+
 def write_outputs(
     out: Path,
     measurements: list[Measurement],
@@ -279,36 +372,53 @@ def write_outputs(
         writer.writerows(rows)
     from loadtest.plots import latency_chart, throughput_chart
 
-    saturated = [m for m in measurements if m.kind == "saturation"]
+    saturated = aggregate([m for m in measurements if m.kind == "saturation"])
     throughput_chart(saturated, ceiling["rate"], out / "throughput.png")
     load = [m for m in measurements if m.kind == "load"]
     if load:
         latency_chart(load, out / "latency.png")
+    rounds = max((m.rounds for m in saturated), default=1)
+    drift = ""
+    if "start" in ceiling and ceiling["start"] != ceiling["end"]:
+        drift = (
+            f" It was {ceiling['start']:.1f} at the start of the run and {ceiling['end']:.1f} at its end "
+            f"({(ceiling['end'] - ceiling['start']) / ceiling['start']:+.0%}): the machine's own drift."
+        )
     lines = [
         f"# Benchmark {out.name}",
         "",
         f"{info['cpus']} CPUs ({info['cpu_model']}), {info['platform']}, Python {info['python']}; "
         f"mix `{config.mix}`, {config.texts_per_request} text(s) per request; saturation: closed loop, "
-        f"{config.concurrency} workers, {config.saturation_seconds:g} s; load levels: open loop, "
-        f"{config.load_seconds:g} s each.",
+        f"{config.concurrency} workers, {config.saturation_seconds:g} s, in {rounds} interleaved round(s) "
+        f"(each figure: the median, throughput with its min-max); load levels: open loop, "
+        f"{config.load_seconds:g} s each, in the last round.",
         "",
         f"Raw ONNX Runtime ceiling (no server, best batch size {ceiling['batch']}): **{ceiling['rate']:.1f} "
-        "sequences/s**, measured in the same run.",
+        f"sequences/s**, measured in the same run.{drift}",
         "",
-        "| configuration | saturated req/s | x ceiling | p50 ms | p99 ms | success | server CPU us/req "
+        "| configuration | saturated req/s | min-max | x ceiling | p50 ms | p99 ms | success | server CPU us/req "
         "| front CPU us/req |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
     def us(value: float | None) -> str:
         return f"{value:.0f}" if value else "-"
 
     for m in sorted(saturated, key=lambda m: -m.throughput):
+        flag = f" (spread {m.spread:.0%})" if m.spread > SPREAD_FLAG else ""
         lines.append(
-            f"| {m.label} | {m.throughput:.1f} | {m.throughput / ceiling['rate']:.2f} | {m.p50_ms:.1f} | "
-            f"{m.p99_ms:.1f} | {m.success:.1%} | {us(m.cpu_us_per_request)} | "
-            f"{us(m.front_cpu_us_per_request)} |"
+            f"| {m.label} | {m.throughput:.1f} | {m.low:.0f}-{m.high:.0f}{flag} | "
+            f"{m.throughput / ceiling['rate']:.2f} | {m.p50_ms:.1f} | {m.p99_ms:.1f} | {m.success:.1%} | "
+            f"{us(m.cpu_us_per_request)} | {us(m.front_cpu_us_per_request)} |"
         )
+    flagged = [m for m in saturated if m.spread > SPREAD_FLAG]
+    if flagged:
+        lines += [
+            "",
+            f"Spread over {SPREAD_FLAG:.0%} between rounds (the machine was noisy; compare these with care): "
+            + ", ".join(f"{m.label} ({m.spread:.0%})" for m in flagged)
+            + ".",
+        ]
     lines += [
         "",
         "Server CPU: every process of the stack (load generator excluded); front: the processes that "
@@ -361,17 +471,33 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
         metrics = GeneratorMetrics()
         metrics.serve(metrics_port)
     info = machine_info()
-    reference = ceiling(model_dir, MIXES[config.mix](512), config.ceiling_seconds)
-    console.print(f"raw ONNX Runtime ceiling: {reference['rate']:.1f} sequences/s at batch {reference['batch']}")
+    texts = MIXES[config.mix](512)
+    start = ceiling(model_dir, texts, config.ceiling_seconds)
+    console.print(f"raw ONNX Runtime ceiling: {start['rate']:.1f} sequences/s at batch {start['batch']}")
     measurements: list[Measurement] = []
     analyses: dict = {}
     runs = config.runs()
-    for index, run in enumerate(runs, 1):
-        console.print(
-            f"[bold]({index}/{len(runs)})[/] STACK={run.stack} WORKERS={run.workers} "
-            f"BATCHING={'on' if run.batching else 'off'} PADDING={run.padding}"
-        )
-        measurements += run_config(config, run, model_dir, raw_dir, metrics, analyses)
+    for round_no in range(1, config.rounds + 1):
+        last = round_no == config.rounds
+        for index, run in enumerate(runs, 1):
+            console.print(
+                f"[bold]round {round_no}/{config.rounds} ({index}/{len(runs)})[/] STACK={run.stack} "
+                f"WORKERS={run.workers} BATCHING={'on' if run.batching else 'off'} PADDING={run.padding}"
+                + (f" {run.tracing}" if run.tracing else "")
+            )
+            measurements += run_config(
+                config,
+                run,
+                model_dir,
+                raw_dir,
+                metrics,
+                analyses if last else None,
+                round_no,
+                None if last else [],
+            )
+    end = ceiling(model_dir, texts, config.ceiling_seconds) if config.rounds > 1 else start
+    console.print(f"raw ONNX Runtime ceiling at the end: {end['rate']:.1f} sequences/s")
+    reference = {**start, "rate": (start["rate"] + end["rate"]) / 2, "start": start["rate"], "end": end["rate"]}
     write_outputs(out, measurements, reference, info, config, analyses)
     return out
 

@@ -18,6 +18,7 @@ load_seconds = 1
 load_levels = [0.5]
 ceiling_seconds = 1
 trace_ratio = 0.5
+rounds = 2
 
 [[configs]]
 stack = "fastapi"
@@ -58,15 +59,18 @@ def test_tiny_matrix_writes_report_summary_and_charts(tmp_path, tiny_model):
     with open(run / "summary.csv") as handle:
         rows = list(csv.DictReader(handle))
     saturated = [row for row in rows if row["kind"] == "saturation"]
-    assert [row["label"] for row in saturated] == ["fastapi w1", "clearml w1 batching on"]
     assert all(float(row["throughput"]) > 0 and float(row["success"]) == 1.0 for row in saturated)
     assert all(float(row["cpu_us_per_request"]) > 0 for row in saturated)
-    assert len([row for row in rows if row["kind"] == "load"]) == 2, "one open-loop level per configuration"
+    assert [row["label"] for row in saturated] == ["fastapi w1", "clearml w1 batching on"] * 2, "interleaved rounds"
+    assert [row["round"] for row in saturated] == ["1", "1", "2", "2"]
+    assert len([row for row in rows if row["kind"] == "load"]) == 2, "one open-loop level per configuration, last round"
     # figure sizes at 110 dpi: the bar chart is (max(6, 1.1 * bars + 2) x 4.5) inches, the latency chart 12 x 4.5
     assert png_size(run / "throughput.png") == (660, 495)
     assert png_size(run / "latency.png") == (1320, 495)
     report = (run / "report.md").read_text()
     assert "| fastapi w1 |" in report and "| clearml w1 batching on |" in report
+    assert "in 2 interleaved round(s)" in report and "| min-max |" in report
+    assert "at the start of the run" in report, "the ceiling is measured at the start and at the end"
     assert "![throughput](throughput.png)" in report and "![latency](latency.png)" in report
     # traced: each configuration's stage breakdown and verdict, with its own analysis and charts
     assert "## Why: where the time goes" in report
