@@ -215,7 +215,8 @@ def run_config(
             if not traced:
                 return None
             attributes = {"loadtest.rate": rate or 0.0, "loadtest.attack": name}
-            return ClientTracing(run.trace_ratio, run.stack != "triton", running.options.tracing_url, attributes)
+            unsampled_context = running.request_format != "kserve"  # Triton would trace any context it gets
+            return ClientTracing(run.trace_ratio, unsampled_context, running.options.tracing_url, attributes)
 
         def closed(seconds: float) -> engine.AttackSpec:
             return engine.AttackSpec(

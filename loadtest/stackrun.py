@@ -10,9 +10,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.launcher import Launcher, free_port
-from services.stacks import StackOptions, stack_processes
-from services.triton.server import TritonPorts
+from services.launcher import Launcher, ProcessSpec, free_port
+from services.stacks import StackOptions, stack_processes, trace_receiver, triton_tracing_args
+from services.triton.server import TritonPorts, triton_process
+
+DIRECT_TRITON = ("triton", "minimal")
+"""Stacks whose requests go straight to Triton's HTTP port (the KServe v2 format, the `ensemble` model)."""
 
 
 def groups_cpu_seconds(pgids: list[int]) -> dict[int, float]:
@@ -55,7 +58,7 @@ class RunningStack:
     @property
     def base_url(self) -> str:
         """Where the stack's API answers: Triton's HTTP port for STACK=triton, else the API port."""
-        port = self.options.triton_ports.http if self.options.stack == "triton" else self.options.port
+        port = self.options.triton_ports.http if self.options.stack in DIRECT_TRITON else self.options.port
         return f"http://127.0.0.1:{port}"
 
     @property
@@ -64,7 +67,7 @@ class RunningStack:
 
     @property
     def request_format(self) -> str:
-        return "kserve" if self.options.stack == "triton" else "serve"
+        return "kserve" if self.options.stack in DIRECT_TRITON else "serve"
 
     def cpu_seconds(self) -> tuple[float, float]:
         """CPU seconds used so far by (every server process of the stack, the process group receiving requests):
@@ -114,8 +117,25 @@ def running_stack(
         )
         launcher = Launcher(Path(run_dir))
         try:
-            for spec in stack_processes(options):
+            specs = minimal_processes(options) if stack == "minimal" else stack_processes(options)
+            for spec in specs:
                 launcher.start_ready(spec, detach=True, timeout=timeout)
             yield RunningStack(options, launcher)
         finally:
             launcher.stop_all()
+
+
+def minimal_processes(options: StackOptions) -> list[ProcessSpec]:
+    """The benchmark's yardstick: the minimal ensemble (`loadtest.minimal`) in the same Triton (and the stack's
+    trace receiver when traced)."""
+    from loadtest.minimal import render
+
+    repository = render(options.model_dir, options.run_dir / "minimal-repository")
+    triton = triton_process(
+        repository,
+        options.run_dir,
+        options.triton_ports,
+        ["tokenizer", "encoder", "ensemble"],
+        extra_args=triton_tracing_args(options),
+    )
+    return ([trace_receiver(options)] if options.traces else []) + [triton]
