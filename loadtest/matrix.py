@@ -39,6 +39,8 @@ class RunSpec:
     batching: bool
     padding: str = "ragged"
     trace_ratio: float = 0.0
+    tuning: tuple = ()
+    """(setting, value) pairs from `loadtest tune` (a matrix entry's `tuning` table)."""
     tracing: str = ""
     """Set when the matrix varies tracing (a `trace` axis): "trace 1%", "no tracing"; part of the name and label."""
 
@@ -47,7 +49,19 @@ class RunSpec:
         suffix = "" if self.padding == "ragged" else f"-{self.padding}"
         if self.tracing:
             suffix += f"-trace{self.trace_ratio:g}"
+        if self.tuning:
+            suffix += "-tuned"
         return f"{self.stack}-w{self.workers}-{'on' if self.batching else 'off'}{suffix}"
+
+
+def _frozen(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def settings_text(tuning) -> str:
+    """`max_queue_delay_us=500, encoder_instances=2` (or `defaults`) for the report."""
+    items = dict(tuning)
+    return ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in items.items()) or "defaults"
 
 
 @dataclass
@@ -80,7 +94,10 @@ class MatrixConfig:
                     for padding in entry.get("padding", ["ragged"]):
                         for ratio in entry.get("trace", [self.trace_ratio]):
                             label = (f"trace {ratio:.0%}" if ratio else "no tracing") if "trace" in entry else ""
-                            spec = RunSpec(entry["stack"], int(workers), batching == "on", padding, ratio, label)
+                            tuning = tuple(sorted((k, _frozen(v)) for k, v in entry.get("tuning", {}).items()))
+                            spec = RunSpec(
+                                entry["stack"], int(workers), batching == "on", padding, ratio, tuning, label
+                            )
                             runs.append(spec)
         return runs
 
@@ -103,6 +120,7 @@ class Measurement:
     padding: str = "ragged"
     tracing: str = ""
     round: int = 1
+    settings: str = "defaults"
     cpu_us_per_request: float | None = None
     """Saturation: CPU time of every server process of the stack per successful request (load generator excluded)."""
     front_cpu_us_per_request: float | None = None
@@ -115,6 +133,7 @@ class Measurement:
         if self.stack != "fastapi":
             text += f" batching {'on' if self.batching else 'off'}"
         text += f" {self.padding}" if self.padding != "ragged" else ""
+        text += " tuned" if self.settings != "defaults" else ""
         return text + (f" {self.tracing}" if self.tracing else "")
 
 
@@ -183,6 +202,7 @@ def _measure(
         padding=run.padding,
         tracing=run.tracing,
         round=round_no,
+        settings=settings_text(run.tuning),
     )
 
 
@@ -202,7 +222,13 @@ def run_config(
     levels = config.load_levels if load_levels is None else load_levels
     traced = run.trace_ratio > 0
     with running_stack(
-        run.stack, model_dir, workers=run.workers, batching=run.batching, padding=run.padding, traces=traced
+        run.stack,
+        model_dir,
+        workers=run.workers,
+        batching=run.batching,
+        padding=run.padding,
+        traces=traced,
+        tuning={k: list(v) if isinstance(v, tuple) else v for k, v in run.tuning},
     ) as running:
         texts = MIXES[config.mix](max(200, 50 * config.texts_per_request))
         endpoint = Manifest.load(model_dir).endpoint_name
@@ -315,6 +341,7 @@ class Summary:
     success: float
     cpu_us_per_request: float | None
     front_cpu_us_per_request: float | None
+    settings: str = "defaults"
 
     @property
     def spread(self) -> float:
@@ -350,6 +377,7 @@ def aggregate(saturated: list[Measurement]) -> list[Summary]:
                 min(m.success for m in items),
                 median([m.cpu_us_per_request for m in items]),
                 median([m.front_cpu_us_per_request for m in items]),
+                first.settings,
             )
         )
     return found
@@ -398,8 +426,8 @@ def write_outputs(
         f"sequences/s**, measured in the same run.{drift}",
         "",
         "| configuration | saturated req/s | min-max | x ceiling | p50 ms | p99 ms | success | server CPU us/req "
-        "| front CPU us/req |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| front CPU us/req | settings |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
 
     def us(value: float | None) -> str:
@@ -410,7 +438,7 @@ def write_outputs(
         lines.append(
             f"| {m.label} | {m.throughput:.1f} | {m.low:.0f}-{m.high:.0f}{flag} | "
             f"{m.throughput / ceiling['rate']:.2f} | {m.p50_ms:.1f} | {m.p99_ms:.1f} | {m.success:.1%} | "
-            f"{us(m.cpu_us_per_request)} | {us(m.front_cpu_us_per_request)} |"
+            f"{us(m.cpu_us_per_request)} | {us(m.front_cpu_us_per_request)} | {m.settings} |"
         )
     flagged = [m for m in saturated if m.spread > SPREAD_FLAG]
     if flagged:

@@ -95,6 +95,7 @@ def running_stack(
     padding: str = "ragged",
     timeout: float = 240,
     traces: bool = False,
+    tuning: dict | None = None,
 ) -> Iterator[RunningStack]:
     """The stack on free ports in a temporary run directory; with `traces`, its own trace receiver too, tracing
     only what the load generator samples (ratio 0 for requests without a context)."""
@@ -114,6 +115,7 @@ def running_stack(
             traces=traces,
             trace_port=free_port(),
             trace_ratio=0.0,
+            tuning=dict(tuning or {}),
         )
         launcher = Launcher(Path(run_dir))
         try:

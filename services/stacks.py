@@ -7,7 +7,7 @@ import os
 import secrets
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.common.contract import Manifest
@@ -18,6 +18,13 @@ from services.triton.repository import RenderOptions, render
 from services.triton.server import TritonPorts, triton_process
 
 STACKS = ("fastapi", "triton", "clearml")
+TRITON_KNOBS = (
+    "max_queue_delay_us",
+    "preferred_batch_sizes",
+    "tokenizer_instances",
+    "encoder_instances",
+    "intra_op_threads",
+)
 ADMIN_TOKEN_FILE = "admin-token"
 
 
@@ -47,6 +54,10 @@ class StackOptions:
     """Share of requests that arrive without a trace context to trace (a caller's `traceparent` decides for its
     own requests: parent-based sampling in every service, Triton included)."""
 
+    tuning: dict = field(default_factory=dict, hash=False)
+    """Settings `loadtest tune` searches: Triton's max_queue_delay_us, preferred_batch_sizes, tokenizer_instances,
+    encoder_instances; ONNX Runtime's intra_op_threads (Triton's encoder, or the FastAPI workers)."""
+
     @property
     def tracing_url(self) -> str | None:
         if self.otlp_endpoint:
@@ -75,6 +86,8 @@ def http_service(
     }
     if options.endpoint:
         env[f"{env_prefix}ENDPOINT"] = options.endpoint
+    if name == "fastapi" and options.tuning.get("intra_op_threads"):
+        env[f"{env_prefix}INTRA_OP_THREADS"] = str(options.tuning["intra_op_threads"])
     if options.log_json:
         env[f"{env_prefix}OBSERVABILITY__LOG_JSON"] = "true"
     if options.tracing_url:
@@ -181,7 +194,12 @@ def triton_service(
     options: StackOptions, *, models: list[str], render_options: RenderOptions | None = None
 ) -> ProcessSpec:
     """The real tritonserver with a repository rendered for this machine (`local` target)."""
-    render_options = render_options or RenderOptions(target="local", batching=options.batching, padding=options.padding)
+    triton_knobs = {k: v for k, v in options.tuning.items() if k in TRITON_KNOBS}
+    if "preferred_batch_sizes" in triton_knobs:
+        triton_knobs["preferred_batch_sizes"] = tuple(triton_knobs["preferred_batch_sizes"])
+    render_options = render_options or RenderOptions(
+        target="local", batching=options.batching, padding=options.padding, **triton_knobs
+    )
     repository = render(options.model_dir, options.run_dir / "triton-repository", render_options)
     spec = triton_process(
         repository, options.run_dir, options.triton_ports, models, extra_args=triton_tracing_args(options)

@@ -39,6 +39,8 @@ class RenderOptions:
     max_batch_size: int = 64
     max_queue_delay_us: int = 2000
     """How long the batcher may hold a request waiting for others."""
+    preferred_batch_sizes: tuple[int, ...] = (8, 16, 32)
+    """Sizes the batcher sends as soon as it has them (empty: it waits for max_batch_size or the delay)."""
     max_queue_size: int = 512
     """Requests queued per model beyond which Triton rejects with UNAVAILABLE (503) instead of queueing forever."""
     tokenizer_instances: int = 1
@@ -81,10 +83,11 @@ def _maps(kind: str, names: list[str]) -> str:
 def _dynamic_batching(options: RenderOptions) -> str:
     if not options.batching:
         return ""
-    preferred = [size for size in (8, 16, 32) if size <= options.max_batch_size]
+    preferred = [size for size in options.preferred_batch_sizes if size <= options.max_batch_size]
+    sizes = f"  preferred_batch_size: [ {', '.join(map(str, preferred))} ]\n" if preferred else ""
     return (
         "dynamic_batching {\n"
-        f"  preferred_batch_size: [ {', '.join(map(str, preferred))} ]\n"
+        f"{sizes}"
         f"  max_queue_delay_microseconds: {options.max_queue_delay_us}\n"
         "  default_queue_policy {\n"
         "    timeout_action: REJECT\n"
