@@ -117,7 +117,10 @@ def tune(
     budget: int,
     seconds: float = 8.0,
     concurrency: int = 32,
+    measure=measure,
 ) -> TuneResult:
+    """`measure(stack, model_dir, settings, seconds, concurrency) -> Trial` runs one trial (a real stack by
+    default)."""
     if stack not in SPACES:
         raise ValueError(f"no search space for STACK '{stack}'; choose one of {', '.join(SPACES)}")
     space = SPACES[stack]
