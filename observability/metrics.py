@@ -81,6 +81,11 @@ STAGE_LATENCY = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 INFLIGHT = Gauge("serving_inflight_requests", "Requests being handled now", multiprocess_mode="livesum")
+COALESCED_TEXTS = Histogram(
+    "serving_coalesced_batch_texts",
+    "Texts in the coalesced batch each prediction rode in (1: it went alone)",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+)
 TOKENS = Counter("serving_tokens_total", "Tokens processed (after truncation)")
 TRUNCATED = Counter("serving_truncated_texts_total", "Texts truncated to the model's maximum length")
 CONFIG_ERRORS = Gauge(

@@ -19,6 +19,8 @@ FRONT_STAGES = {
     "parse": "JSON parse",
     "preprocess": "preprocessing (front)",
     "postprocess": "postprocess + serialisation",
+    "coalesce wait": "waiting for a batch (front)",
+    "batch": "coalesced batch (tokenize + backend)",
 }
 BACKEND_STAGES = ("triton", "inference")
 MS = 1e-6

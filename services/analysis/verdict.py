@@ -122,6 +122,11 @@ def advise(stage: str) -> tuple[str, str]:
             f"the front's own work ({stage}) dominates: gateway/front workers spend the time, not the model",
             "raise WORKERS (preprocessing scales with front processes), or make the preprocess code cheaper",
         )
+    if stage in ("waiting for a batch (front)", "coalesced batch (tokenize + backend)"):
+        return (
+            "requests wait for their worker's batches to come back from the backend: the backend is the limit",
+            "look at the batch carriers' traces (Triton's queue and compute); more Triton instances, or a GPU",
+        )
     if stage == "gRPC client + transfer":
         return (
             "the hop between the gateway and Triton dominates (gRPC client, serialisation, transfer)",

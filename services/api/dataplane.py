@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from observability import metrics
 from observability.metrics import stage
+from observability.tracing import current_span_sampled, record_span
+from services.api.coalesce import Coalescer
 from services.common.backend import (
     EndpointResolver,
     InferenceBackend,
@@ -58,6 +61,7 @@ class DataPlane:
         self.endpoints = endpoints or NoConfiguredEndpoints()
         self.monitor = monitor
         self.ready = False
+        self._coalescers: dict[int, Coalescer] = {}
 
     def endpoint_names(self) -> list[str]:
         return ([self.builtin.name] if self.builtin else []) + self.endpoints.names()
@@ -110,12 +114,45 @@ class DataPlane:
         """Warmed up (retrying the warm-up if it failed, e.g. Triton came up late) and the backend answers."""
         return (self.ready or await self.warm_up()) and await self.backend.ready()
 
+    def _coalescer(self, model: ServedModel) -> Coalescer:
+        found = self._coalescers.get(id(model))
+        if found is None or found.tokenizer is not model.tokenizer:
+
+            async def infer(encoded):
+                with stage(model.backend.stage):
+                    return await model.backend.infer(encoded)
+
+            found = self._coalescers[id(model)] = Coalescer(
+                model.tokenizer,
+                infer,
+                self.settings.coalesce_max_texts,
+                self.settings.coalesce_depth,
+                prefer=current_span_sampled,
+            )
+        return found
+
+    async def _coalesced(self, model: ServedModel, texts: list[str], truncate: bool) -> Prediction:
+        """Joined with the worker's concurrent predictions of the same model (`services.api.coalesce`)."""
+        batched, job = await self._coalescer(model).submit(texts, truncate)
+        done = time.time_ns()
+        record_span("coalesce wait", job.submitted_ns, job.started_ns)
+        if not job.carrier:  # the carrier's trace has the batch's own spans
+            record_span("batch", job.started_ns, done, {"batch.texts": batched.batch_texts})
+        metrics.COALESCED_TEXTS.observe(batched.batch_texts)
+        metrics.TOKENS.inc(sum(batched.token_counts))
+        if any(batched.truncated):
+            metrics.TRUNCATED.inc(sum(batched.truncated))
+        record_prediction(model, batched.outputs, batched.token_counts, batched.truncated, self.monitor)
+        return Prediction(batched.outputs, batched.token_counts, batched.truncated)
+
     async def predict(self, model: ServedModel, texts: list[str], truncate: bool | None = None) -> Prediction:
         if len(texts) > self.settings.max_texts:
             raise PayloadTooLarge(
                 f"{len(texts)} texts in one request; the limit is {self.settings.max_texts}: split the request"
             )
         truncate = self.settings.truncate if truncate is None else truncate
+        if self.settings.coalesce:
+            return await self._coalesced(model, texts, truncate)
         with stage("preprocess"):
             if len(texts) <= INLINE_TOKENIZE_TEXTS:
                 encoded = model.tokenizer.encode(texts, truncate=truncate)

@@ -60,6 +60,13 @@ class ApiSettings(BaseSettings):
     """Most texts one request may carry (413 above)."""
     truncate: bool = True
     """Truncate over-long texts to the model's maximum length (and say so); false rejects them with 422."""
+    coalesce: bool = False
+    """Join this worker's concurrent predictions of one model into one tokenizer call and one backend call
+    (`services.api.coalesce`); the gateway turns it on by default."""
+    coalesce_max_texts: int = Field(64, ge=1)
+    """Texts in one coalesced batch at most (Triton's encoder takes 64 a request)."""
+    coalesce_depth: int = Field(2, ge=1)
+    """Coalesced batches in flight at once per worker and model; requests arriving meanwhile join the next."""
     max_inflight: int = Field(64, ge=1)
     """Requests one worker handles at once; past it new requests get 429 with Retry-After."""
     intra_op_threads: int | None = Field(None, ge=1)

@@ -15,6 +15,9 @@ class GatewaySettings(ApiSettings):
 
     triton_grpc_url: str = "127.0.0.1:8001"
     """Triton's gRPC address."""
+    coalesce: bool = True
+    """Join each worker's concurrent requests into one tokenizer call and one Triton request (fewer, larger
+    requests for Triton; no delay for a lone request)."""
     triton_model: str = "encoder"
     """The Triton model the built-in endpoint sends its tensors to."""
     triton_timeout: float = Field(10.0, gt=0)

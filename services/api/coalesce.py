@@ -1,0 +1,152 @@
+"""Request coalescing: the concurrent predictions of one model in one worker become one tokenizer call and one
+backend call (for the gateway: one Triton request), then are split back, each caller getting exactly its own rows.
+
+No timer: a prediction starts at once while fewer than `depth` batches are in flight, so a lone request pays
+nothing; under load, requests arriving while the batches are busy wait for the next one and join it. The batching
+delay therefore adapts to the load by itself: zero when idle, one batch's service time when saturated.
+
+Errors stay with their request: if the joined tokenization fails (one text too long with truncation off), each
+request is tokenized on its own and only the failing ones get the error; a backend error fails the batch it hit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from observability.metrics import stage
+from services.common.errors import ServingError
+from services.common.tokenization import EncodedBatch, TextTokenizer
+
+
+@dataclass
+class Job:
+    texts: list[str]
+    truncate: bool
+    future: asyncio.Future
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
+    """The caller's context (its trace span): the batch runs in its carrier's, so one trace shows the inside."""
+    submitted_ns: int = field(default_factory=time.time_ns)
+    started_ns: int = 0
+    """When its batch started (the wait before is the coalescing cost, recorded by the caller)."""
+    carrier: bool = False
+    """The batch ran in this job's context: its trace has the batch's own stage spans."""
+
+
+@dataclass
+class Batched:
+    outputs: np.ndarray
+    token_counts: list[int]
+    truncated: list[bool]
+    batch_texts: int
+    """Texts in the batch this request rode in (its own included)."""
+
+
+Infer = Callable[[EncodedBatch], Awaitable[np.ndarray]]
+
+
+def _encode(tokenizer: TextTokenizer, jobs: list[Job]) -> tuple[EncodedBatch | None, list[Job], list[Job]]:
+    """The jobs' texts tokenized in one call; on a ServingError, each job alone to find the failing ones.
+    Returns (encoding of the good jobs, good jobs, failed jobs with their exception set)."""
+    texts = [t for job in jobs for t in job.texts]
+    try:
+        return tokenizer.encode(texts, truncate=jobs[0].truncate), jobs, []
+    except ServingError:
+        good, failed = [], []
+        for job in jobs:
+            try:
+                tokenizer.encode(job.texts, truncate=job.truncate)
+                good.append(job)
+            except ServingError as exc:
+                if not job.future.done():
+                    job.future.set_exception(exc)
+                failed.append(job)
+        if not good:
+            return None, [], failed
+        return tokenizer.encode([t for job in good for t in job.texts], truncate=good[0].truncate), good, failed
+
+
+class Coalescer:
+    def __init__(
+        self,
+        tokenizer: TextTokenizer,
+        infer: Infer,
+        max_texts: int,
+        depth: int = 2,
+        prefer: Callable[[], bool] = lambda: False,
+    ):
+        self.prefer = prefer
+        """Run inside a job's context, says whether that job should carry the batch (its trace is sampled)."""
+        self.tokenizer = tokenizer
+        self.infer = infer
+        self.max_texts = max_texts
+        self.depth = depth
+        self.pending: list[Job] = []
+        self.inflight = 0
+
+    async def submit(self, texts: list[str], truncate: bool) -> tuple[Batched, Job]:
+        job = Job(texts, truncate, asyncio.get_running_loop().create_future())
+        self.pending.append(job)
+        if self.inflight < self.depth:
+            self._launch()
+        return await job.future, job
+
+    def _take(self) -> list[Job]:
+        """The next batch: pending jobs in arrival order, same truncation flag, up to max_texts texts."""
+        first = self.pending[0]
+        batch, count, rest = [], 0, []
+        for job in self.pending:
+            fits = not batch or count + len(job.texts) <= self.max_texts
+            if job.truncate == first.truncate and fits:
+                batch.append(job)
+                count += len(job.texts)
+            else:
+                rest.append(job)
+        self.pending = rest
+        return batch
+
+    def _launch(self) -> None:
+        if not self.pending:
+            return
+        jobs = self._take()
+        carrier = next((job for job in jobs if job.context.run(self.prefer)), jobs[0])
+        carrier.carrier = True
+        self.inflight += 1
+        task = asyncio.get_running_loop().create_task(self._run(jobs), context=carrier.context)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self.inflight -= 1
+        while self.pending and self.inflight < self.depth:
+            self._launch()
+
+    async def _run(self, jobs: list[Job]) -> None:
+        now = time.time_ns()
+        for job in jobs:
+            job.started_ns = now
+        try:
+            with stage("preprocess"):
+                encoded, good, _ = _encode(self.tokenizer, jobs)
+            if encoded is None:
+                return
+            outputs = await self.infer(encoded)
+            row = 0
+            total = sum(len(job.texts) for job in good)
+            for job in good:
+                rows = slice(row, row + len(job.texts))
+                row += len(job.texts)
+                if not job.future.done():  # a caller that went away (disconnect) leaves a cancelled future
+                    job.future.set_result(
+                        Batched(outputs[rows], encoded.token_counts[rows], encoded.truncated[rows], total)
+                    )
+        except BaseException as exc:  # noqa: BLE001 - every waiting caller gets the batch's failure
+            for job in jobs:
+                if not job.future.done():
+                    job.future.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+            if not isinstance(exc, Exception):
+                raise

@@ -1,0 +1,100 @@
+"""Coalescing never mixes up which rows belong to which request: under concurrency, with a failing text in the
+middle of a batch, and with a backend failure; a lone request goes at once and alone."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from services.api.coalesce import Coalescer
+from services.common.contract import TOKENIZER_FILE, Manifest
+from services.common.errors import InvalidInput, Unavailable
+from services.common.tokenization import EncodedBatch, TextTokenizer
+from tests.support.models import unit_model_dir
+
+
+@pytest.fixture
+def tokenizer(tmp_path):
+    model_dir = unit_model_dir(tmp_path / "m")
+    return TextTokenizer(model_dir / TOKENIZER_FILE, Manifest.load(model_dir).max_seq_length)
+
+
+class Backend:
+    """Each row answers with the sum of its input ids (a fingerprint of its text); slow enough for others to queue."""
+
+    def __init__(self, fail_on: int | None = None):
+        self.batches: list[int] = []
+        self.fail_on = fail_on
+
+    async def infer(self, batch: EncodedBatch) -> np.ndarray:
+        self.batches.append(batch.shape[0])
+        await asyncio.sleep(0.01)
+        if self.fail_on is not None and len(self.batches) == self.fail_on:
+            raise Unavailable("Triton is down")
+        return (batch.input_ids * batch.attention_mask).sum(axis=1, keepdims=True).astype(np.float32)
+
+
+def fingerprint(tokenizer, texts):
+    encoded = tokenizer.encode(texts)
+    return (encoded.input_ids * encoded.attention_mask).sum(axis=1)
+
+
+def words(i: int) -> list[str]:
+    return [f"request {i} " + "word " * (i % 7), f"second text of {i}"] if i % 3 == 0 else [f"only {i} " * (i % 5 + 1)]
+
+
+def test_concurrent_requests_share_batches_and_each_gets_its_own_rows(tokenizer):
+    backend = Backend()
+    coalescer = Coalescer(tokenizer, backend.infer, max_texts=64, depth=1)
+
+    async def scenario():
+        return await asyncio.gather(*(coalescer.submit(words(i), True) for i in range(60)))
+
+    answers = asyncio.run(scenario())
+    for i, (batched, _) in enumerate(answers):
+        assert batched.outputs[:, 0].tolist() == fingerprint(tokenizer, words(i)).tolist(), i
+        assert batched.token_counts == tokenizer.encode(words(i)).token_counts
+    assert len(backend.batches) < 10, f"60 concurrent requests should ride few batches: {backend.batches}"
+    assert max(backend.batches) <= 64, "a batch never exceeds max_texts"
+
+
+def test_a_failing_text_in_the_middle_fails_only_its_request(tokenizer):
+    backend = Backend()
+    coalescer = Coalescer(tokenizer, backend.infer, max_texts=64, depth=1)
+    too_long = "word " * 2000
+
+    async def scenario():
+        blocker = asyncio.ensure_future(coalescer.submit(["first goes alone"], False))
+        await asyncio.sleep(0)  # the rest queue behind it and ride one batch together
+        rest = [coalescer.submit(texts, False) for texts in (["a"], ["fine", too_long], ["b c d"])]
+        return await asyncio.gather(blocker, *rest, return_exceptions=True)
+
+    first, a, bad, bcd = asyncio.run(scenario())
+    assert isinstance(bad, InvalidInput)
+    assert a[0].outputs[:, 0].tolist() == fingerprint(tokenizer, ["a"]).tolist()
+    assert bcd[0].outputs[:, 0].tolist() == fingerprint(tokenizer, ["b c d"]).tolist()
+    assert a[0].batch_texts == 2, "the good requests of the batch still went together"
+
+
+def test_a_backend_failure_fails_its_batch_and_the_next_batch_works(tokenizer):
+    backend = Backend(fail_on=1)
+    coalescer = Coalescer(tokenizer, backend.infer, max_texts=64, depth=1)
+
+    async def scenario():
+        first = await asyncio.gather(coalescer.submit(["x"], True), return_exceptions=True)
+        second = await coalescer.submit(["y"], True)
+        return first[0], second
+
+    failed, (ok, _) = asyncio.run(scenario())
+    assert isinstance(failed, Unavailable)
+    assert ok.outputs[:, 0].tolist() == fingerprint(tokenizer, ["y"]).tolist()
+    assert coalescer.inflight == 0 and coalescer.pending == []
+
+
+def test_a_lone_request_goes_at_once_and_alone(tokenizer):
+    backend = Backend()
+    coalescer = Coalescer(tokenizer, backend.infer, max_texts=64, depth=2)
+    batched, job = asyncio.run(coalescer.submit(["alone"], True))
+    assert batched.batch_texts == 1 and backend.batches == [1]
+    assert job.started_ns - job.submitted_ns < 5_000_000, "no batching delay when nothing is in flight"
+    assert job.carrier
