@@ -77,7 +77,10 @@ def _level(name: str, rate: float | None, traces: list[Decomposition]) -> Level:
 
 
 def group_levels(traces: list[Decomposition]) -> list[tuple[str, float | None, list[Decomposition]]]:
-    """By the load generator's offered rate (its client spans carry it); traces without one form a single level."""
+    """By the load generator's offered rate (its client spans carry it); traces without one form a single level.
+    When some traces have the generator's client span, only those count: they have the whole path."""
+    if any(t.attributes for t in traces):
+        traces = [t for t in traces if t.attributes]
     groups: dict[tuple, list[Decomposition]] = defaultdict(list)
     for t in traces:
         rate = t.attributes.get("loadtest.rate")
