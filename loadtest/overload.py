@@ -165,7 +165,10 @@ def timeline(results: list[Result], start: float, bin_seconds: float, memory: Me
     bins: dict[int, list[Result]] = {}
     for r in results:
         bins.setdefault(int((r.timestamp - start) // bin_seconds), []).append(r)
+    last = max((r.timestamp for r in results), default=start)
     for index in sorted(bins):
+        if start + (index + 0.5) * bin_seconds > last and index:
+            continue  # the final, partial bin would read as a drop
         chunk = bins[index]
         ok = [r for r in chunk if _ok(r)]
         shed = sum(1 for r in chunk if r.code in SHED_CODES)
