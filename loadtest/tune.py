@@ -31,7 +31,7 @@ SPACES: dict[str, dict[str, list]] = {
     "fastapi": {"workers": [1, 2, 3], "intra_op_threads": [None, 1, 2]},
     "triton": {
         "max_queue_delay_us": [2000, 500, 5000],
-        "preferred_batch_sizes": [[8, 16, 32], []],
+        "preferred_batch_sizes": [[], [8, 16, 32]],
         "tokenizer_instances": [1, 2],
         "encoder_instances": [1, 2],
         "intra_op_threads": [None, 1],
@@ -39,7 +39,7 @@ SPACES: dict[str, dict[str, list]] = {
     "clearml": {
         "workers": [1, 2, 3],
         "max_queue_delay_us": [2000, 500, 5000],
-        "preferred_batch_sizes": [[8, 16, 32], []],
+        "preferred_batch_sizes": [[], [8, 16, 32]],
         "encoder_instances": [1, 2],
         "intra_op_threads": [None, 1],
     },

@@ -20,6 +20,7 @@ from services.triton.server import TritonPorts, triton_process
 STACKS = ("fastapi", "triton", "clearml")
 TRITON_KNOBS = (
     "max_queue_delay_us",
+    "max_queue_size",
     "preferred_batch_sizes",
     "tokenizer_instances",
     "encoder_instances",

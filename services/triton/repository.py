@@ -39,10 +39,15 @@ class RenderOptions:
     max_batch_size: int = 64
     max_queue_delay_us: int = 2000
     """How long the batcher may hold a request waiting for others."""
-    preferred_batch_sizes: tuple[int, ...] = (8, 16, 32)
-    """Sizes the batcher sends as soon as it has them (empty: it waits for max_batch_size or the delay)."""
-    max_queue_size: int = 512
-    """Requests queued per model beyond which Triton rejects with UNAVAILABLE (503) instead of queueing forever."""
+    preferred_batch_sizes: tuple[int, ...] = ()
+    """Sizes the batcher aims for. Empty by default: with [8, 16, 32] the batcher held some requests for ~500 ms
+    at 32 concurrent requests (Triton's own queue timestamps: encoder queue p99 505 ms against p50 9 ms; p99 615 ms
+    end to end); without, it sends what is queued whenever the instance is free (p99 133 ms, and 34% more req/s)."""
+    max_queue_size: int = 0
+    """Requests queued per model beyond which Triton rejects with UNAVAILABLE (503); 0: no queue policy. Off by
+    default: with `default_queue_policy` set, Triton's batcher held whole batches for ~500 ms at 32 concurrent
+    requests (p99 525-608 ms against p50 ~80 ms; without the policy p99 131-154 ms, measured side by side). The
+    fronted stacks bound what they send instead (the in-flight bound per worker, coalescing)."""
     tokenizer_instances: int = 1
     encoder_instances: int = 1
     intra_op_threads: int = 0
@@ -85,16 +90,12 @@ def _dynamic_batching(options: RenderOptions) -> str:
         return ""
     preferred = [size for size in options.preferred_batch_sizes if size <= options.max_batch_size]
     sizes = f"  preferred_batch_size: [ {', '.join(map(str, preferred))} ]\n" if preferred else ""
-    return (
-        "dynamic_batching {\n"
-        f"{sizes}"
-        f"  max_queue_delay_microseconds: {options.max_queue_delay_us}\n"
-        "  default_queue_policy {\n"
-        "    timeout_action: REJECT\n"
-        f"    max_queue_size: {options.max_queue_size}\n"
-        "  }\n"
-        "}"
+    policy = (
+        f"  default_queue_policy {{\n    timeout_action: REJECT\n    max_queue_size: {options.max_queue_size}\n  }}\n"
+        if options.max_queue_size > 0
+        else ""
     )
+    return f"dynamic_batching {{\n{sizes}  max_queue_delay_microseconds: {options.max_queue_delay_us}\n{policy}}}"
 
 
 def render_configs(manifest: Manifest, options: RenderOptions) -> dict[str, str]:
@@ -168,11 +169,6 @@ def check_repository(configs: dict[str, model_config_pb2.ModelConfig], manifest:
         raise ConfigurationError("the ensemble feeds the encoder tensors the tokenizer does not produce")
     if dict(steps["encoder"].output_map) != {manifest.output.name: manifest.output.name}:
         raise ConfigurationError("the ensemble does not return the encoder's contract output")
-    for name, config in configs.items():
-        if config.HasField("dynamic_batching"):
-            policy = config.dynamic_batching.default_queue_policy
-            if policy.max_queue_size <= 0:
-                raise ConfigurationError(f"{name}: dynamic batching needs a bounded max_queue_size")
 
 
 def _place(src: Path, dst: Path, link: bool) -> None:

@@ -33,11 +33,12 @@ def test_renderings_match_the_contract(request, target, batching, fixture):
     assert encoder.output[0].name == manifest.output.name
     for name in ("tokenizer", "encoder"):
         assert configs[name].HasField("dynamic_batching") == batching
-        if batching:
-            assert configs[name].dynamic_batching.default_queue_policy.max_queue_size > 0
+        if batching:  # no queue policy by default: it costs a ~500 ms tail (RenderOptions.max_queue_size)
+            assert not configs[name].dynamic_batching.HasField("default_queue_policy")
+            bounded = parse_config(render_configs(manifest, RenderOptions(target=target, max_queue_size=8))[name])
+            assert bounded.dynamic_batching.default_queue_policy.max_queue_size == 8
             assert (
-                configs[name].dynamic_batching.default_queue_policy.timeout_action
-                == model_config_pb2.ModelQueuePolicy.REJECT
+                bounded.dynamic_batching.default_queue_policy.timeout_action == model_config_pb2.ModelQueuePolicy.REJECT
             )
     if target == "local":
         assert encoder.backend == "python"
