@@ -121,6 +121,8 @@ class Measurement:
     tracing: str = ""
     round: int = 1
     settings: str = "defaults"
+    batch_size: float | None = None
+    """Saturation: the mean batch Triton's encoder executed (sequences / executions); 1 for in-process ORT."""
     cpu_us_per_request: float | None = None
     """Saturation: CPU time of every server process of the stack per successful request (load generator excluded)."""
     front_cpu_us_per_request: float | None = None
@@ -255,6 +257,7 @@ def run_config(
             )
 
         engine.attack(closed(config.warmup_seconds), lambda r: None)
+        batches_before = running.triton_batches()
         cpu_before = running.cpu_seconds()
         saturation = _measure(
             closed(config.saturation_seconds),
@@ -265,6 +268,12 @@ def run_config(
             round_no,
         )
         cpu_after = running.cpu_seconds()
+        batches_after = running.triton_batches()
+        if batches_before and batches_after and batches_after[1] > batches_before[1]:
+            sequences = batches_after[0] - batches_before[0]
+            saturation.batch_size = sequences / (batches_after[1] - batches_before[1])
+        elif batches_after is None:
+            saturation.batch_size = 1.0  # in-process ONNX Runtime: one request a call
         served = saturation.throughput * config.saturation_seconds
         if served:
             saturation.cpu_us_per_request = (cpu_after[0] - cpu_before[0]) / served * 1e6
@@ -342,6 +351,7 @@ class Summary:
     cpu_us_per_request: float | None
     front_cpu_us_per_request: float | None
     settings: str = "defaults"
+    batch_size: float | None = None
 
     @property
     def spread(self) -> float:
@@ -378,9 +388,21 @@ def aggregate(saturated: list[Measurement]) -> list[Summary]:
                 median([m.cpu_us_per_request for m in items]),
                 median([m.front_cpu_us_per_request for m in items]),
                 first.settings,
+                median([m.batch_size for m in items]),
             )
         )
     return found
+
+
+def efficiency_cells(m: Summary, ceiling: dict) -> str:
+    """`batch | ORT CPU us/seq | efficiency` cells (dashes where unknown)."""
+    per_batch = ceiling.get("cpu_us_per_sequence", {})
+    if m.batch_size is None or not m.cpu_us_per_request:
+        return "- | - | -"
+    model = per_batch.get(str(round(m.batch_size)))
+    if model is None:
+        return f"{m.batch_size:.1f} | - | -"
+    return f"{m.batch_size:.1f} | {model:.0f} | {model / m.cpu_us_per_request:.0%}"
 
 
 def write_outputs(
@@ -426,8 +448,8 @@ def write_outputs(
         f"sequences/s**, measured in the same run.{drift}",
         "",
         "| configuration | saturated req/s | min-max | x ceiling | p50 ms | p99 ms | success | server CPU us/req "
-        "| front CPU us/req | settings |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| front CPU us/req | batch | ORT CPU us/seq at that batch | efficiency | settings |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
 
     def us(value: float | None) -> str:
@@ -438,7 +460,8 @@ def write_outputs(
         lines.append(
             f"| {m.label} | {m.throughput:.1f} | {m.low:.0f}-{m.high:.0f}{flag} | "
             f"{m.throughput / ceiling['rate']:.2f} | {m.p50_ms:.1f} | {m.p99_ms:.1f} | {m.success:.1%} | "
-            f"{us(m.cpu_us_per_request)} | {us(m.front_cpu_us_per_request)} | {m.settings} |"
+            f"{us(m.cpu_us_per_request)} | {us(m.front_cpu_us_per_request)} | {efficiency_cells(m, ceiling)} | "
+            f"{m.settings} |"
         )
     flagged = [m for m in saturated if m.spread > SPREAD_FLAG]
     if flagged:
@@ -451,7 +474,10 @@ def write_outputs(
     lines += [
         "",
         "Server CPU: every process of the stack (load generator excluded); front: the processes that "
-        "receive the requests (the gateway for clearml, everything outside Triton).",
+        "receive the requests (the gateway for clearml, everything outside Triton). Batch: the mean batch Triton's "
+        "encoder executed at saturation (1 for in-process ONNX Runtime); efficiency: raw ONNX Runtime's CPU per "
+        "sequence at that batch size (tokenization included, no server) over the stack's CPU per request: 100% "
+        "would be a server that costs nothing beyond the model.",
         "",
         "![throughput](throughput.png)",
         "",
@@ -489,7 +515,7 @@ def analysis_section(analyses: dict) -> list[str]:
 
 
 def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_port: int | None = None) -> Path:
-    from loadtest.ceiling import ceiling
+    from loadtest.ceiling import ceiling, cpu_per_sequence
 
     run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = out_root / run_id
@@ -527,6 +553,8 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
     end = ceiling(model_dir, texts, config.ceiling_seconds) if config.rounds > 1 else start
     console.print(f"raw ONNX Runtime ceiling at the end: {end['rate']:.1f} sequences/s")
     reference = {**start, "rate": (start["rate"] + end["rate"]) / 2, "start": start["rate"], "end": end["rate"]}
+    batches = {round(m.batch_size) for m in measurements if m.kind == "saturation" and m.batch_size}
+    reference["cpu_us_per_sequence"] = {str(b): cpu_per_sequence(model_dir, texts, b) for b in sorted(batches)}
     write_outputs(out, measurements, reference, info, config, analyses)
     return out
 

@@ -77,6 +77,20 @@ class RunningStack:
         front = next((name for name in ("gateway", "fastapi") if name in per_group), "triton")
         return sum(per_group.values()), per_group[front]
 
+    def triton_batches(self) -> tuple[float, float] | None:
+        """(sequences, executions) of Triton's encoder so far; None for a stack without Triton."""
+        if self.options.stack == "fastapi":
+            return None
+        import httpx
+
+        text = httpx.get(f"http://127.0.0.1:{self.options.triton_ports.metrics}/metrics", timeout=10).text
+        totals = {"nv_inference_count": 0.0, "nv_inference_exec_count": 0.0}
+        for line in text.splitlines():
+            name = line.split("{", 1)[0]
+            if name in totals and 'model="encoder"' in line:
+                totals[name] += float(line.rsplit(" ", 1)[1])
+        return totals["nv_inference_count"], totals["nv_inference_exec_count"]
+
     def rss(self) -> dict[str, int]:
         """Resident bytes of every process of the stack, keyed `group/command/pid` (gunicorn's workers, Triton's
         Python-backend stubs each by name)."""
