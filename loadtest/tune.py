@@ -82,8 +82,11 @@ class TuneResult:
             return ""
         settings = dict(best.settings)
         workers = settings.pop("workers", 1)
-        tuning = ", ".join(f"{k} = {json.dumps(v)}" for k, v in settings.items() if v is not None)
-        return f'[[configs]]\nstack = "{self.stack}"\nworkers = [{workers}]\ntuning = {{ {tuning} }}\n'
+        base = defaults(self.stack)
+        changed = {k: v for k, v in settings.items() if v is not None and v != base.get(k)}
+        tuning = ", ".join(f"{k} = {json.dumps(v)}" for k, v in changed.items())
+        entry = f'[[configs]]\nstack = "{self.stack}"\nworkers = [{workers}]\n'
+        return entry + (f"tuning = {{ {tuning} }}\n" if tuning else "")
 
 
 def measure(stack: str, model_dir: Path, settings: dict, seconds: float, concurrency: int) -> Trial:
