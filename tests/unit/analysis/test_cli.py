@@ -1,0 +1,58 @@
+"""`serving analyze` on an OTLP/JSON export: prints the stage table and the verdict, writes the report and charts;
+a missing source is a one-line error."""
+
+import json
+
+from typer.testing import CliRunner
+
+from services.cli import app
+from tests.unit.analysis.test_analysis import gateway_trace
+
+
+def otlp_document(spans) -> dict:
+    def attributes(values: dict) -> list:
+        out = []
+        for key, value in values.items():
+            kind = "doubleValue" if isinstance(value, float) else "stringValue"
+            out.append({"key": key, "value": {kind: value}})
+        return out
+
+    by_service: dict[str, list] = {}
+    for s in spans:
+        by_service.setdefault(s.service, []).append(
+            {
+                "traceId": s.trace_id,
+                "spanId": s.span_id,
+                "parentSpanId": s.parent_id,
+                "name": s.name,
+                "startTimeUnixNano": str(s.start_ns),
+                "endTimeUnixNano": str(s.end_ns),
+                "attributes": attributes({k: v for k, v in s.attributes.items() if v is not None}),
+                "events": [{"name": k, "timeUnixNano": str(v)} for k, v in s.events.items()],
+            }
+        )
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+                "scopeSpans": [{"spans": items}],
+            }
+            for service, items in by_service.items()
+        ]
+    }
+
+
+def test_analyze_prints_the_verdict_and_writes_the_report(tmp_path):
+    spans = [s for i in range(30) for s in gateway_trace(f"{i:032x}", preprocess_ms=5.0, rate=100.0)]
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(otlp_document(spans)))
+    result = CliRunner().invoke(app, ["analyze", str(export), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "verdict: preprocessing (front)" in result.output and "| encoder infer |" in result.output
+    assert "**Verdict:** preprocessing (front)" in (tmp_path / "out" / "analysis.md").read_text()
+    assert (tmp_path / "out" / "stages.png").stat().st_size and (tmp_path / "out" / "waterfall.png").stat().st_size
+
+
+def test_analyze_without_spans_says_how_to_get_them(tmp_path):
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "nothing.db")])
+    assert result.exit_code == 2 and "TRACES=1" in result.output
