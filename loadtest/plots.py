@@ -10,13 +10,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"fastapi": "#4C72B0", "triton": "#DD8452", "clearml": "#55A868"}
+COLORS = {"fastapi": "#4C72B0", "triton": "#DD8452", "clearml": "#55A868", "minimal": "#8172B3"}
+OTHER = "#999999"
 
 
 def throughput_chart(saturated, ceiling: float, path: Path) -> None:
     rows = sorted(saturated, key=lambda m: (m.stack, m.workers, m.batching))
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 2), 4.5))
-    bars = ax.bar([m.label for m in rows], [m.throughput for m in rows], color=[COLORS.get(m.stack) for m in rows])
+    bars = ax.bar([m.label for m in rows], [m.throughput for m in rows], color=[COLORS.get(m.stack, OTHER) for m in rows])
     ax.bar_label(bars, fmt="%.0f", padding=2)
     ax.axhline(ceiling, color="black", linestyle="--", linewidth=1)
     ax.text(-0.4, ceiling, f"raw ONNX Runtime ceiling {ceiling:.0f}/s", ha="left", va="bottom")
@@ -42,7 +43,7 @@ def latency_chart(load, path: Path) -> None:
                 [getattr(m, attr) for m in points],
                 style,
                 marker="o",
-                color=COLORS.get(stack),
+                color=COLORS.get(stack, OTHER),
                 alpha=0.6 + 0.1 * min(points[0].workers, 4),
                 label=label,
             )
