@@ -26,6 +26,11 @@ TRITON_KNOBS = (
     "encoder_instances",
     "intra_op_threads",
 )
+# Behind the gateway, Triton holds no request waiting for others: the gateway's workers already coalesce their
+# concurrent requests, and Triton still batches whatever queues while its instance is busy, so batching follows
+# the load. Measured (clearml w1, real model, 2 cores): saturated 391 vs 396 req/s, and at a quarter of that
+# p50 7.5 ms against 9.6 ms with the 2 ms delay (STACK=fastapi: 7.0 ms).
+STACK_TRITON_DEFAULTS = {"clearml": {"max_queue_delay_us": 0}}
 ADMIN_TOKEN_FILE = "admin-token"
 
 
@@ -195,7 +200,8 @@ def triton_service(
     options: StackOptions, *, models: list[str], render_options: RenderOptions | None = None
 ) -> ProcessSpec:
     """The real tritonserver with a repository rendered for this machine (`local` target)."""
-    triton_knobs = {k: v for k, v in options.tuning.items() if k in TRITON_KNOBS}
+    triton_knobs = {**STACK_TRITON_DEFAULTS.get(options.stack, {}), **options.tuning}
+    triton_knobs = {k: v for k, v in triton_knobs.items() if k in TRITON_KNOBS}
     if "preferred_batch_sizes" in triton_knobs:
         triton_knobs["preferred_batch_sizes"] = tuple(triton_knobs["preferred_batch_sizes"])
     render_options = render_options or RenderOptions(
