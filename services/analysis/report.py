@@ -17,8 +17,8 @@ from services.analysis.verdict import Analysis, Level  # noqa: E402
 def stage_table(level: Level) -> list[str]:
     lines = [
         f"**{level.name}**: {level.traces} traces; end to end p50 {level.total_p50_ms:.1f} ms, p90 "
-        f"{level.total_p90_ms:.1f} ms, p99 {level.total_p99_ms:.1f} ms; the slowest requests are dominated by "
-        f"**{level.slowest_stage}** ({level.slowest_share:.0%} of their time).",
+        f"{level.total_p90_ms:.1f} ms, p99 {level.total_p99_ms:.1f} ms; most time goes to **{level.dominant_stage}**; "
+        f"the slowest 1% are dominated by **{level.slowest_stage}** ({level.slowest_share:.0%} of their time).",
         "",
         "| stage | p50 ms | p90 ms | p99 ms | share of mean |",
         "|---|---:|---:|---:|---:|",
