@@ -17,7 +17,9 @@ OTHER = "#999999"
 def throughput_chart(saturated, ceiling: float, path: Path) -> None:
     rows = sorted(saturated, key=lambda m: (m.stack, m.workers, m.batching))
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 2), 4.5))
-    bars = ax.bar([m.label for m in rows], [m.throughput for m in rows], color=[COLORS.get(m.stack, OTHER) for m in rows])
+    bars = ax.bar(
+        [m.label for m in rows], [m.throughput for m in rows], color=[COLORS.get(m.stack, OTHER) for m in rows]
+    )
     ax.bar_label(bars, fmt="%.0f", padding=2)
     ax.axhline(ceiling, color="black", linestyle="--", linewidth=1)
     ax.text(-0.4, ceiling, f"raw ONNX Runtime ceiling {ceiling:.0f}/s", ha="left", va="bottom")
