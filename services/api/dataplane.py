@@ -120,7 +120,9 @@ class DataPlane:
 
             async def infer(encoded):
                 with stage(model.backend.stage):
-                    return await model.backend.infer(encoded)
+                    outputs = await model.backend.infer(encoded)
+                self._record(model, outputs, encoded.token_counts, encoded.truncated)  # once a batch, every row
+                return outputs
 
             found = self._coalescers[id(model)] = Coalescer(
                 model.tokenizer,
@@ -139,10 +141,6 @@ class DataPlane:
         if not job.carrier:  # the carrier's trace has the batch's own spans
             record_span("batch", job.started_ns, done, {"batch.texts": batched.batch_texts})
         metrics.COALESCED_TEXTS.observe(batched.batch_texts)
-        metrics.TOKENS.inc(sum(batched.token_counts))
-        if any(batched.truncated):
-            metrics.TRUNCATED.inc(sum(batched.truncated))
-        record_prediction(model, batched.outputs, batched.token_counts, batched.truncated, self.monitor)
         return Prediction(batched.outputs, batched.token_counts, batched.truncated)
 
     async def predict(self, model: ServedModel, texts: list[str], truncate: bool | None = None) -> Prediction:
@@ -160,8 +158,13 @@ class DataPlane:
                 encoded = await asyncio.to_thread(model.tokenizer.encode, texts, truncate=truncate)
         with stage(model.backend.stage):
             outputs = await model.backend.infer(encoded)
-        metrics.TOKENS.inc(sum(encoded.token_counts))
-        if any(encoded.truncated):
-            metrics.TRUNCATED.inc(sum(encoded.truncated))
-        record_prediction(model, outputs, encoded.token_counts, encoded.truncated, self.monitor)
+        self._record(model, outputs, encoded.token_counts, encoded.truncated)
         return Prediction(outputs, encoded.token_counts, encoded.truncated)
+
+    def _record(self, model: ServedModel, outputs, token_counts: list[int], truncated: list[bool]) -> None:
+        """Tokens, truncations and the built-in statistics of predicted rows (for a coalesced batch: all its rows
+        at once, the same values per-request recording would give, at a tenth of the metric calls)."""
+        metrics.TOKENS.inc(sum(token_counts))
+        if any(truncated):
+            metrics.TRUNCATED.inc(sum(truncated))
+        record_prediction(model, outputs, token_counts, truncated, self.monitor)
