@@ -248,6 +248,15 @@ def attack(spec: AttackSpec, on_result: Callback, processes: int = 1) -> AttackS
     return stats
 
 
+def closed_run(
+    targets: list[Target], seconds: float, concurrency: int, name: str = ""
+) -> tuple[list[Result], AttackStats]:
+    """A closed loop of `concurrency` workers for `seconds`: its results and the generator's stats."""
+    results: list[Result] = []
+    spec = AttackSpec(targets=targets, rate=None, concurrency=concurrency, duration=seconds, name=name)
+    return results, attack(spec, results.append)
+
+
 def warnings_for(spec: AttackSpec, stats: AttackStats, processes: int = 1) -> list[str]:
     """The loud warnings: the generator fell behind its schedule, or its own CPU was the limit."""
     notes = []

@@ -25,9 +25,7 @@ from loadtest.report import summarize
 from loadtest.results import Result, write_results
 from loadtest.sentences import MIXES
 from loadtest.stackrun import running_stack
-from loadtest.targets import build_targets
 from loadtest.tracing import ClientTracing
-from services.common.contract import Manifest
 
 console = Console(stderr=True)
 
@@ -232,11 +230,7 @@ def run_config(
         traces=traced,
         tuning={k: list(v) if isinstance(v, tuple) else v for k, v in run.tuning},
     ) as running:
-        texts = MIXES[config.mix](max(200, 50 * config.texts_per_request))
-        endpoint = Manifest.load(model_dir).endpoint_name
-        targets = build_targets(
-            running.base_url, running.request_format, texts, config.texts_per_request, endpoint=endpoint
-        )
+        targets = running.targets(config.mix, config.texts_per_request, count=200)
         name = run.name
 
         def tracing(rate: float | None) -> ClientTracing | None:

@@ -24,9 +24,7 @@ from rich.console import Console
 
 from loadtest import engine
 from loadtest.results import Result, write_results
-from loadtest.sentences import MIXES
 from loadtest.stackrun import RunningStack, running_stack
-from loadtest.targets import build_targets
 
 console = Console(stderr=True)
 
@@ -124,13 +122,6 @@ class MemorySampler:
     def at(self, when: float) -> dict[str, int]:
         """The first sample at or after `when` (the last one if none)."""
         return next((rss for stamp, rss in self.samples if stamp >= when), self.samples[-1][1])
-
-
-def _closed(targets, seconds: float, concurrency: int, name: str) -> tuple[list[Result], engine.AttackStats]:
-    results: list[Result] = []
-    spec = engine.AttackSpec(targets=targets, rate=None, concurrency=concurrency, duration=seconds, name=name)
-    stats = engine.attack(spec, results.append)
-    return results, stats
 
 
 def _ok(result: Result) -> bool:
@@ -233,16 +224,12 @@ def _rss_growth(settled: dict[str, int], end: dict[str, int]) -> float:
     return max(growth, default=0.0)
 
 
-def _targets(stack: RunningStack, mix: str = "short"):
-    return build_targets(stack.base_url, stack.request_format, MIXES[mix](400), 1)
-
-
 def overload(config: OverloadConfig, stack: RunningStack, raw_dir: Path | None = None) -> OverloadReport:
     """Saturate, overload, recover against a running stack; returns the figures and the verdicts."""
-    targets = _targets(stack)
-    _closed(targets, config.warmup_seconds, config.concurrency, "warmup")
+    targets = stack.targets()
+    engine.closed_run(targets, config.warmup_seconds, config.concurrency, "warmup")
     cpu_start = stack.cpu_seconds()
-    before, _ = _closed(targets, config.saturate_seconds, config.concurrency, "saturation")
+    before, _ = engine.closed_run(targets, config.saturate_seconds, config.concurrency, "saturation")
     cpu_saturated = stack.cpu_seconds()
     rate = saturated_rate(before, config.saturate_seconds)
     if rate <= 0:
@@ -258,7 +245,7 @@ def overload(config: OverloadConfig, stack: RunningStack, raw_dir: Path | None =
         stats = engine.attack(spec, attack_results.append, processes=config.procs)
     cpu_overload = stack.cpu_seconds()
     attack_end = start + config.overload_seconds
-    after, _ = _closed(targets, config.recovery_seconds, config.concurrency, "recovery")
+    after, _ = engine.closed_run(targets, config.recovery_seconds, config.concurrency, "recovery")
     if raw_dir is not None:
         raw_dir.mkdir(parents=True, exist_ok=True)
         for name, rows in (("saturation", before), ("overload", attack_results), ("recovery", after)):
@@ -310,7 +297,7 @@ class SoakReport:
 
 def soak(config: OverloadConfig, stack: RunningStack, rate: float) -> SoakReport:
     """An open-loop run at `rate` for config.soak_seconds, binned over time."""
-    targets = _targets(stack)
+    targets = stack.targets()
     spec = engine.AttackSpec(targets=targets, rate=rate, duration=config.soak_seconds, name="soak", timeout=30)
     results: list[Result] = []
     start = time.time()

@@ -61,6 +61,16 @@ class RunningStack:
         port = self.options.triton_ports.http if self.options.stack in DIRECT_TRITON else self.options.port
         return f"http://127.0.0.1:{port}"
 
+    def targets(self, mix: str = "short", per_request: int = 1, count: int = 400) -> list:
+        """Requests in the stack's own format, to its built-in endpoint (the model's name unless one was set)."""
+        from loadtest.sentences import MIXES
+        from loadtest.targets import build_targets
+        from services.common.contract import Manifest
+
+        endpoint = self.options.endpoint or Manifest.load(self.options.model_dir).endpoint_name
+        texts = MIXES[mix](max(count, 50 * per_request))
+        return build_targets(self.base_url, self.request_format, texts, per_request, endpoint=endpoint)
+
     @property
     def trace_store(self) -> Path:
         return self.options.run_dir / "traces" / "spans.db"

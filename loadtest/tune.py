@@ -18,11 +18,7 @@ from rich.console import Console
 
 from loadtest import engine
 from loadtest.report import summarize
-from loadtest.results import Result
-from loadtest.sentences import MIXES
 from loadtest.stackrun import running_stack
-from loadtest.targets import build_targets
-from services.common.contract import Manifest
 
 console = Console(stderr=True)
 
@@ -92,15 +88,9 @@ class TuneResult:
 def measure(stack: str, model_dir: Path, settings: dict, seconds: float, concurrency: int) -> Trial:
     knobs = {k: v for k, v in settings.items() if k != "workers" and v is not None}
     with running_stack(stack, model_dir, workers=settings.get("workers", 1), tuning=knobs) as running:
-        endpoint = Manifest.load(model_dir).endpoint_name
-        targets = build_targets(running.base_url, running.request_format, MIXES["short"](400), endpoint=endpoint)
-
-        def closed(duration: float) -> engine.AttackSpec:
-            return engine.AttackSpec(targets=targets, rate=None, concurrency=concurrency, duration=duration)
-
-        engine.attack(closed(2.0), lambda r: None)
-        results: list[Result] = []
-        stats = engine.attack(closed(seconds), results.append)
+        targets = running.targets()
+        engine.closed_run(targets, 2.0, concurrency)  # warm-up
+        results, stats = engine.closed_run(targets, seconds, concurrency)
     summary = summarize(results)
     ok = sum(1 for r in results if 200 <= r.code < 300)
     return Trial(
