@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from loadtest import engine, external
+from loadtest import engine, external, tracing
 from loadtest.report import summarize, text_report
 from loadtest.results import Result, read_results, write_results
 from loadtest.sentences import MIXES, token_histogram
@@ -37,15 +37,6 @@ def run_log() -> logging.Logger:
         log.setLevel(logging.INFO)
         log.propagate = False
     return log
-
-
-def client_tracing(ratio: float, fmt: str, endpoint: str | None, attributes: dict):
-    if not ratio:
-        return None
-    from loadtest.tracing import ClientTracing, local_receiver
-
-    # Triton (the kserve format goes to it directly) traces every request with a context: unsampled ones go bare.
-    return ClientTracing(ratio, fmt != "kserve", endpoint or local_receiver(), attributes)
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -102,7 +93,7 @@ def attack_command(
         requests=requests,
         timeout=timeout,
         name=mix,
-        tracing=client_tracing(
+        tracing=tracing.client_tracing(
             trace_ratio, format, otlp_endpoint, {"loadtest.attack": mix, "loadtest.rate": rate or 0}
         ),
     )

@@ -25,7 +25,7 @@ from loadtest.report import summarize
 from loadtest.results import Result, write_results
 from loadtest.sentences import MIXES
 from loadtest.stackrun import running_stack
-from loadtest.tracing import ClientTracing
+from loadtest.tracing import ClientTracing, client_tracing
 
 console = Console(stderr=True)
 
@@ -237,8 +237,7 @@ def run_config(
             if not traced:
                 return None
             attributes = {"loadtest.rate": rate or 0.0, "loadtest.attack": name}
-            unsampled_context = running.request_format != "kserve"  # Triton would trace any context it gets
-            return ClientTracing(run.trace_ratio, unsampled_context, running.options.tracing_url, attributes)
+            return client_tracing(run.trace_ratio, running.request_format, running.options.tracing_url, attributes)
 
         def closed(seconds: float) -> engine.AttackSpec:
             return engine.AttackSpec(

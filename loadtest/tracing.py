@@ -79,3 +79,12 @@ class ClientTracing:
         )
         context = span.get_span_context()
         return {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-01"}, span
+
+
+def client_tracing(ratio: float, fmt: str, endpoint: str | None, attributes: dict) -> ClientTracing | None:
+    """The attack's tracing for a request format: none at ratio 0; no context at all with unsampled requests to
+    Triton (the kserve format goes to it directly, and it traces any request that carries one); client spans to
+    `endpoint`, or to the stack's own receiver when one is up."""
+    if not ratio:
+        return None
+    return ClientTracing(ratio, fmt != "kserve", endpoint or local_receiver(), attributes)

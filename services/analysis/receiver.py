@@ -7,7 +7,6 @@ oldest go first), and the process holds no spans in memory between requests.
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 from pathlib import Path
@@ -22,20 +21,18 @@ from starlette.routing import Route
 
 from services.analysis.spans import from_otlp_json, from_protobuf
 from services.analysis.store import SpanStore
+from services.api.body import read_body
+from services.common.errors import ServingError
 
 log = logging.getLogger(__name__)
 
 
 def create_app(store: SpanStore, max_body: int) -> Starlette:
     async def traces(request: Request) -> Response:
-        declared = int(request.headers.get("content-length") or 0)
-        if declared > max_body:
-            return JSONResponse({"error": f"export of {declared} bytes; the limit is {max_body}"}, 413)
-        body = await request.body()
-        if request.headers.get("content-encoding") == "gzip":
-            body = gzip.decompress(body)
-        if len(body) > max_body:
-            return JSONResponse({"error": f"export of {len(body)} bytes; the limit is {max_body}"}, 413)
+        try:  # the API's own reader: size limit before and after a (bounded) gunzip
+            body = await read_body(request.stream(), request.headers, max_body)
+        except ServingError as error:
+            return JSONResponse({"error": error.message}, error.status_code)
         json_body = request.headers.get("content-type", "").startswith("application/json")
         try:
             spans = from_otlp_json(json.loads(body)) if json_body else from_protobuf(body)
