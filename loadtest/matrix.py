@@ -312,7 +312,7 @@ def analyze_config(store_path: Path, out: Path) -> dict:
     except ValueError as error:
         return {"error": str(error)}
     report.write(analysis, out, f"Bottleneck analysis: {out.name}")
-    top = max(analysis.levels, key=lambda lv: (lv.rate or 0.0, lv.traces))
+    top = analysis.top
     stages = sorted(top.stages, key=lambda s: -s.share)[:4]
     return {
         "verdict": analysis.verdict,

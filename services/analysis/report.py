@@ -83,7 +83,7 @@ def waterfall_chart(typical: Decomposition, slow: Decomposition, path: Path) -> 
 
 def write(analysis: Analysis, out: Path, title: str = "Bottleneck analysis") -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    top = max(analysis.levels, key=lambda lv: (lv.rate or 0.0, lv.traces))
+    top = analysis.top
     shares_chart(analysis, out / "stages.png")
     waterfall_chart(top.typical_trace, top.p99_trace, out / "waterfall.png")
     (out / "analysis.md").write_text(markdown(analysis, title))

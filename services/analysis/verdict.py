@@ -52,6 +52,15 @@ class Analysis:
     advice: str
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def top(self) -> Level:
+        """The highest load level (the most traces among equals): where the verdict is decided."""
+        return top_level(self.levels)
+
+
+def top_level(levels: list[Level]) -> Level:
+    return max(levels, key=lambda lv: (lv.rate or 0.0, lv.traces))
+
 
 def _level(name: str, rate: float | None, traces: list[Decomposition]) -> Level:
     totals = np.array([t.total_ms for t in traces])
@@ -156,7 +165,7 @@ def analyze(traces: list[Decomposition]) -> Analysis:
         deltas = {s.name: s.mean_ms - low_means.get(s.name, 0.0) for s in high.stages}
         growing = max(deltas, key=deltas.get)
         growth = deltas[growing]
-    top = max(levels, key=lambda lv: (lv.rate or 0.0, lv.traces))
+    top = top_level(levels)
     deciding = growing if growing and growth > 0.2 * top.total_p50_ms else top.dominant_stage
     verdict, advice = advise(deciding)
     if top.slowest_stage != deciding:
