@@ -4,12 +4,31 @@ of gunicorn's own lines and the hook that keeps multiprocess metrics right when 
 
 from __future__ import annotations
 
+import logging
 import os
+
+from uvicorn_worker import UvicornWorker
 
 from observability.logging import json_log_config
 from observability.metrics import mark_worker_dead
 
-worker_class = "uvicorn_worker.UvicornWorker"
+
+class ServingWorker(UvicornWorker):
+    """uvicorn's fastest loop and parser by name (not "auto": a missing one fails the start instead of falling back
+    silently), and uvicorn's access log only when gunicorn's is asked for (`--access-logfile`): a log line per
+    request took ~6% of a gateway worker at saturation."""
+
+    CONFIG_KWARGS = {"loop": "uvloop", "http": "httptools"}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.cfg.accesslog is None:  # uvicorn writes its access log when its logger has any handler
+            access = logging.getLogger("uvicorn.access")
+            access.handlers = []
+            access.propagate = False
+
+
+worker_class = "services.api.gunicorn_conf.ServingWorker"
 timeout = 120  # a worker that stops answering gunicorn's heartbeat this long is killed and replaced
 graceful_timeout = 30  # on SIGTERM, workers finish in-flight requests for up to this long (`make down` drains)
 keepalive = 75

@@ -128,6 +128,9 @@ def test_a_preprocess_failure_is_logged_with_its_traceback_under_the_callers_req
     assert shown.returncode == 0, shown.stderr
     assert "preprocess of endpoint 'stats' failed" in shown.stdout and "ZeroDivisionError" in shown.stdout
     assert all(request_id in line for line in shown.stdout.splitlines() if line[:4].isdigit())
+    log = gateway.launcher.log_path("api").read_text()
+    assert '"logger":"gunicorn.error"' in log, "the gateway's own log lines are in this file"
+    assert '"logger":"uvicorn.access"' not in log, "no access log line per request unless --access-logfile asks"
 
 
 def query(url: str, expr: str) -> list:
