@@ -40,3 +40,13 @@ def test_labels_name_what_differs():
     assert label("fastapi") == "fastapi w2"
     assert label("triton", batching=False) == "triton w2 batching off"
     assert label("triton", padding="bucket") == "triton w2 batching on bucket"
+
+
+def test_the_models_cost_at_a_fractional_batch_lies_between_its_measured_neighbours():
+    from loadtest.ceiling import model_cpu_at
+
+    measured = {"1": 5000.0, "8": 3500.0, "16": 3400.0}
+    assert model_cpu_at(measured, 8) == 3500.0
+    assert 3400.0 < model_cpu_at(measured, 10.8) < 3500.0
+    assert model_cpu_at(measured, 4) == pytest.approx(4000.0), "log scale: 4 is two thirds of the way from 1 to 8"
+    assert model_cpu_at(measured, 40) is None and model_cpu_at({}, 3) is None
