@@ -122,6 +122,7 @@ class DataPlane:
                 with stage(model.backend.stage):
                     outputs = await model.backend.infer(encoded)
                 self._record(model, outputs, encoded.token_counts, encoded.truncated)  # once a batch, every row
+                metrics.COALESCED_TEXTS.observe(len(encoded.token_counts))
                 return outputs
 
             found = self._coalescers[id(model)] = Coalescer(
@@ -140,7 +141,6 @@ class DataPlane:
         record_span("coalesce wait", job.submitted_ns, job.started_ns)
         if not job.carrier:  # the carrier's trace has the batch's own spans
             record_span("batch", job.started_ns, done, {"batch.texts": batched.batch_texts})
-        metrics.COALESCED_TEXTS.observe(batched.batch_texts)
         return Prediction(batched.outputs, batched.token_counts, batched.truncated)
 
     async def predict(self, model: ServedModel, texts: list[str], truncate: bool | None = None) -> Prediction:
@@ -149,6 +149,7 @@ class DataPlane:
                 f"{len(texts)} texts in one request; the limit is {self.settings.max_texts}: split the request"
             )
         truncate = self.settings.truncate if truncate is None else truncate
+        metrics.child(metrics.TEXTS_PER_REQUEST, model.endpoint, model.version).observe(len(texts))
         if self.settings.coalesce:
             return await self._coalesced(model, texts, truncate)
         with stage("preprocess"):

@@ -79,5 +79,5 @@ class ObservabilityMiddleware:
             request_id_var.reset(token)
             if not path.startswith(UNMETERED):
                 route = route_label(path)
-                metrics.REQUESTS.labels(route, str(status["code"])).inc()
-                metrics.REQUEST_LATENCY.labels(route).observe(time.perf_counter() - start)
+                metrics.child(metrics.REQUESTS, route, str(status["code"])).inc()
+                metrics.child(metrics.REQUEST_LATENCY, route).observe(time.perf_counter() - start)

@@ -8,6 +8,7 @@ that a server that batches only equal shapes (Triton) can group requests.
 from __future__ import annotations
 
 import bisect
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,11 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from services.common.errors import InvalidInput
+
+# `encode_batch` spreads a batch over a thread pool unless told not to. A server already keeps every core busy with
+# concurrent requests: measured on 2 cores, short texts cost 25-39 us of CPU each in parallel against 19-20 us
+# sequentially, for no gain in throughput. A value the user set wins.
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @dataclass(frozen=True)

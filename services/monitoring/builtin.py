@@ -1,7 +1,7 @@
-"""Built-in input and output statistics of every prediction, no user code: texts and tokens per request, token
-length and truncation per text, the embedding norm (embedding models), the predicted label and its score
+"""Built-in input and output statistics of every prediction, no user code: token length and truncation per text, the embedding norm (embedding models), the predicted label and its score
 (classifiers). Recorded per endpoint and version (labels only for versions that were resolved, so bounded) and fed
-to the drift monitor."""
+to the drift monitor. Per text, so a coalesced batch records all its rows at once; texts per request is recorded
+by the data plane, per request."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ def record_prediction(
     monitor: DriftMonitor | None,
 ) -> None:
     endpoint, version = model.endpoint, model.version
-    metrics.TEXTS_PER_REQUEST.labels(endpoint, version).observe(len(token_counts))
     lengths = metrics.TOKEN_LENGTH.labels(endpoint, version)
     for count in token_counts:
         lengths.observe(count)

@@ -83,6 +83,24 @@ def test_predict_keeps_rows_in_request_order_and_times_the_backend_stage(datapla
     assert stage_count("unit-backend") == before + 1, "the backend names its own stage"
 
 
+def test_coalesced_requests_are_counted_per_request_and_their_texts_per_text(dataplane):
+    def sample(name: str) -> float:
+        return REGISTRY.get_sample_value(name, {"endpoint": "minilm", "version": "1"}) or 0.0
+
+    dataplane.settings.coalesce = True
+    model = dataplane.model_for("minilm")
+    before = {n: sample(n) for n in ("serving_endpoint_texts_per_request_count", "serving_endpoint_texts_total")}
+    sizes = [1, 2, 3, 1, 2, 3, 1, 2]
+
+    async def run():
+        return await asyncio.gather(*(dataplane.predict(model, ["a b"] * n) for n in sizes))
+
+    asyncio.run(run())
+    assert dataplane.backend.calls < len(sizes), "the requests were coalesced"
+    assert sample("serving_endpoint_texts_per_request_count") == before["serving_endpoint_texts_per_request_count"] + 8
+    assert sample("serving_endpoint_texts_total") == before["serving_endpoint_texts_total"] + sum(sizes)
+
+
 def test_more_texts_than_the_limit_is_413(dataplane):
     with pytest.raises(PayloadTooLarge, match="the limit is 3"):
         asyncio.run(dataplane.predict(dataplane.model_for("minilm"), ["a"] * 4))
