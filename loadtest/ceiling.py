@@ -17,7 +17,9 @@ from services.common.tokenization import TextTokenizer
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 
 
-def raw_onnxruntime(model_dir: Path, texts: list[str], seconds: float, batches=BATCHES) -> dict[int, tuple[float, float]]:
+def raw_onnxruntime(
+    model_dir: Path, texts: list[str], seconds: float, batches=BATCHES
+) -> dict[int, tuple[float, float]]:
     """(sequences per second, microseconds of CPU per sequence) at each batch size, tokenization included as a
     server would do it; CPU is every thread of this process, ONNX Runtime's included."""
     manifest = Manifest.load(model_dir)

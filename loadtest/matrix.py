@@ -390,6 +390,7 @@ def aggregate(saturated: list[Measurement]) -> list[Summary]:
 def efficiency_cells(m: Summary, ceiling: dict) -> str:
     """`batch | ORT CPU us/seq | efficiency` cells (dashes where unknown)."""
     from loadtest.ceiling import model_cpu_at
+
     if m.batch_size is None or not m.cpu_us_per_request:
         return "- | - | -"
     model = model_cpu_at(ceiling.get("cpu_us_per_sequence", {}), m.batch_size)

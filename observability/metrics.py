@@ -179,8 +179,8 @@ def child(metric, *labels: str):
 
 @contextmanager
 def stage(name: str) -> Iterator[None]:
-    """Time one stage of a request into `serving_stage_duration_seconds{stage=name}`; in a sampled trace the stage is also a span of that name,
-    the unit of `serving analyze`'s decomposition."""
+    """Time one stage of a request into `serving_stage_duration_seconds{stage=name}`; in a sampled trace the stage
+    is also a span of that name, the unit of `serving analyze`'s decomposition."""
     start = time.perf_counter()
     try:
         if tracing.tracing_enabled() and tracing.current_span_sampled():

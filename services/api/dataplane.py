@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,23 +116,29 @@ class DataPlane:
         return (self.ready or await self.warm_up()) and await self.backend.ready()
 
     def _coalescer(self, model: ServedModel) -> Coalescer:
-        found = self._coalescers.get(id(model))
-        if found is None or found.tokenizer is not model.tokenizer:
+        """The model version's coalescer, made at its first request and dropped with the version (a retired
+        registry version is freed, tokenizer included: the coalescer holds the model only weakly)."""
+        key = id(model)
+        found = self._coalescers.get(key)
+        if found is None:
+            alive = weakref.ref(model)
 
             async def infer(encoded):
-                with stage(model.backend.stage):
-                    outputs = await model.backend.infer(encoded)
-                self._record(model, outputs, encoded.token_counts, encoded.truncated)  # once a batch, every row
+                served = alive()  # alive: the callers riding this batch hold it
+                with stage(served.backend.stage):
+                    outputs = await served.backend.infer(encoded)
+                self._record(served, outputs, encoded.token_counts, encoded.truncated)  # once a batch, every row
                 metrics.COALESCED_TEXTS.observe(len(encoded.token_counts))
                 return outputs
 
-            found = self._coalescers[id(model)] = Coalescer(
+            found = self._coalescers[key] = Coalescer(
                 model.tokenizer,
                 infer,
                 self.settings.coalesce_max_texts,
                 self.settings.coalesce_depth,
                 prefer=current_span_sampled,
             )
+            weakref.finalize(model, self._coalescers.pop, key, None)
         return found
 
     async def _coalesced(self, model: ServedModel, texts: list[str], truncate: bool) -> Prediction:

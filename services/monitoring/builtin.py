@@ -1,7 +1,7 @@
-"""Built-in input and output statistics of every prediction, no user code: token length and truncation per text, the embedding norm (embedding models), the predicted label and its score
-(classifiers). Recorded per endpoint and version (labels only for versions that were resolved, so bounded) and fed
-to the drift monitor. Per text, so a coalesced batch records all its rows at once; texts per request is recorded
-by the data plane, per request."""
+"""Built-in input and output statistics of every prediction, no user code: token length and truncation per text,
+the embedding norm (embedding models), the predicted label and its score (classifiers). Recorded per endpoint and
+version (labels only for versions that were resolved, so bounded) and fed to the drift monitor. Per text, so a
+coalesced batch records all its rows at once; texts per request is recorded by the data plane, per request."""
 
 from __future__ import annotations
 

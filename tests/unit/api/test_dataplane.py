@@ -5,6 +5,8 @@ The backends here are small in-process classes written for the test: the unit ti
 """
 
 import asyncio
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -99,6 +101,20 @@ def test_coalesced_requests_are_counted_per_request_and_their_texts_per_text(dat
     assert dataplane.backend.calls < len(sizes), "the requests were coalesced"
     assert sample("serving_endpoint_texts_per_request_count") == before["serving_endpoint_texts_per_request_count"] + 8
     assert sample("serving_endpoint_texts_total") == before["serving_endpoint_texts_total"] + sum(sizes)
+
+
+def test_a_retired_version_is_freed_with_its_coalescer(dataplane):
+    dataplane.settings.coalesce = True
+    manifest = dataplane.builtin.model.manifest
+    tokenizer = TextTokenizer(dataplane.settings.model_dir / TOKENIZER_FILE, manifest.max_seq_length)
+    retired = ServedModel("other", "2", manifest, tokenizer, CountingBackend())
+    prediction = asyncio.run(dataplane.predict(retired, ["hello", "cat"]))
+    assert prediction.outputs[:, 0].tolist() == [3, 3]
+    model_ref, tokenizer_ref = weakref.ref(retired), weakref.ref(tokenizer)
+    del retired, tokenizer
+    gc.collect()
+    assert model_ref() is None and tokenizer_ref() is None, "nothing keeps a retired version alive"
+    assert asyncio.run(dataplane.predict(dataplane.builtin.model, ["cat"])).token_counts == [3]
 
 
 def test_more_texts_than_the_limit_is_413(dataplane):
