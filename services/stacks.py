@@ -25,6 +25,7 @@ TRITON_KNOBS = (
     "tokenizer_instances",
     "encoder_instances",
     "intra_op_threads",
+    "spin",
 )
 # Behind the gateway, Triton holds no request waiting for others: the gateway's workers already coalesce their
 # concurrent requests, and Triton still batches whatever queues while its instance is busy, so batching follows

@@ -43,6 +43,9 @@ def test_renderings_match_the_contract(request, target, batching, fixture):
     if target == "local":
         assert encoder.backend == "python"
         assert all(i.allow_ragged_batch == batching for i in encoder.input)
+        assert encoder.parameters["spin"].string_value == "false", "ONNX Runtime's threads sleep between runs"
+        spinning = parse_config(render_configs(manifest, RenderOptions(target=target, spin=True))["encoder"])
+        assert spinning.parameters["spin"].string_value == "true"
     else:
         assert encoder.platform == "onnxruntime_onnx"
         assert not any(i.allow_ragged_batch for i in encoder.input)
