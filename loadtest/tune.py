@@ -34,6 +34,7 @@ SPACES: dict[str, dict[str, list]] = {
     },
     "clearml": {
         "workers": [1, 2, 3],
+        "coalesce_depth": [1, 2],
         "max_queue_delay_us": [0, 500, 2000],
         "preferred_batch_sizes": [[], [8, 16, 32]],
         "encoder_instances": [1, 2],

@@ -63,7 +63,8 @@ class StackOptions:
 
     tuning: dict = field(default_factory=dict, hash=False)
     """Settings `loadtest tune` searches: Triton's max_queue_delay_us, preferred_batch_sizes, tokenizer_instances,
-    encoder_instances; ONNX Runtime's intra_op_threads (Triton's encoder, or the FastAPI workers)."""
+    encoder_instances; ONNX Runtime's intra_op_threads (Triton's encoder, or the FastAPI workers) and spin (Triton's
+    encoder); the gateway's coalesce_depth."""
 
     @property
     def tracing_url(self) -> str | None:
@@ -95,6 +96,8 @@ def http_service(
         env[f"{env_prefix}ENDPOINT"] = options.endpoint
     if name == "fastapi" and options.tuning.get("intra_op_threads"):
         env[f"{env_prefix}INTRA_OP_THREADS"] = str(options.tuning["intra_op_threads"])
+    if name == "gateway" and options.tuning.get("coalesce_depth"):
+        env[f"{env_prefix}COALESCE_DEPTH"] = str(options.tuning["coalesce_depth"])
     if options.log_json:
         env[f"{env_prefix}OBSERVABILITY__LOG_JSON"] = "true"
     if options.tracing_url:
