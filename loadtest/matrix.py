@@ -126,6 +126,9 @@ class Measurement:
     front_cpu_us_per_request: float | None = None
     """Saturation: CPU time of the process group receiving requests (for STACK=clearml: the gateway, outside
     Triton) per successful request."""
+    model_cpu_us_per_sequence: float | None = None
+    """Saturation: raw ONNX Runtime's CPU per sequence at `batch_size`, from the references measured just before
+    and just after this measurement's round (the machine's speed drifts within a run)."""
 
     @property
     def label(self) -> str:
@@ -345,6 +348,7 @@ class Summary:
     front_cpu_us_per_request: float | None
     settings: str = "defaults"
     batch_size: float | None = None
+    model_cpu_us_per_sequence: float | None = None
 
     @property
     def spread(self) -> float:
@@ -382,6 +386,7 @@ def aggregate(saturated: list[Measurement]) -> list[Summary]:
                 median([m.front_cpu_us_per_request for m in items]),
                 first.settings,
                 median([m.batch_size for m in items]),
+                median([m.model_cpu_us_per_sequence for m in items]),
             )
         )
     return found
@@ -393,7 +398,7 @@ def efficiency_cells(m: Summary, ceiling: dict) -> str:
 
     if m.batch_size is None or not m.cpu_us_per_request:
         return "- | - | -"
-    model = model_cpu_at(ceiling.get("cpu_us_per_sequence", {}), m.batch_size)
+    model = m.model_cpu_us_per_sequence or model_cpu_at(ceiling.get("cpu_us_per_sequence", {}), m.batch_size)
     if model is None:
         return f"{m.batch_size:.1f} | - | -"
     return f"{m.batch_size:.1f} | {model:.0f} | {model / m.cpu_us_per_request:.0%}"
@@ -470,10 +475,10 @@ def write_outputs(
         "Server CPU: every process of the stack (load generator excluded); front: the processes that "
         "receive the requests (the gateway for clearml, everything outside Triton). Batch: the mean batch Triton's "
         "encoder executed at saturation (1 for in-process ONNX Runtime); efficiency: raw ONNX Runtime's CPU per "
-        "sequence at that batch size (tokenization included, no server; measured with the ceiling at batch 1 to 64, "
-        "the mean of the start and the end, interpolated) over the stack's CPU per request: 100% would be a server "
-        "that costs nothing beyond the model; above 100%, the machine was faster during that configuration than "
-        "during the reference.",
+        "sequence at that batch size (tokenization included, no server; measured with the ceiling at batch 1 to 64 "
+        "before and after each round, the two around a configuration's round averaged, interpolated) over the "
+        "stack's CPU per request: 100% would be a server that costs nothing beyond the model; above 100%, the "
+        "machine was faster during that configuration than around it.",
         "",
         "![throughput](throughput.png)",
         "",
@@ -510,8 +515,23 @@ def analysis_section(analyses: dict) -> list[str]:
     return lines
 
 
+def reference_summary(references: list[dict]) -> dict:
+    """The raw ONNX Runtime references of a run as one: rates and CPU per sequence averaged, first and last kept
+    (the report shows the drift between them)."""
+    batches = references[0]["cpu_us_per_sequence"]
+    return {
+        **references[0],
+        "rate": sum(r["rate"] for r in references) / len(references),
+        "start": references[0]["rate"],
+        "end": references[-1]["rate"],
+        "cpu_us_per_sequence": {
+            b: sum(r["cpu_us_per_sequence"][b] for r in references) / len(references) for b in batches
+        },
+    }
+
+
 def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_port: int | None = None) -> Path:
-    from loadtest.ceiling import ceiling
+    from loadtest.ceiling import ceiling, model_cpu_at
 
     run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = out_root / run_id
@@ -523,8 +543,10 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
         metrics.serve(metrics_port)
     info = machine_info()
     texts = MIXES[config.mix](512)
-    start = ceiling(model_dir, texts, config.ceiling_seconds)
-    console.print(f"raw ONNX Runtime ceiling: {start['rate']:.1f} sequences/s at batch {start['batch']}")
+    references = [ceiling(model_dir, texts, config.ceiling_seconds)]
+    console.print(
+        f"raw ONNX Runtime ceiling: {references[0]['rate']:.1f} sequences/s at batch {references[0]['batch']}"
+    )
     measurements: list[Measurement] = []
     analyses: dict = {}
     runs = config.runs()
@@ -546,12 +568,14 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
                 round_no,
                 None if last else [],
             )
-    end = ceiling(model_dir, texts, config.ceiling_seconds) if config.rounds > 1 else start
-    console.print(f"raw ONNX Runtime ceiling at the end: {end['rate']:.1f} sequences/s")
-    reference = {**start, "rate": (start["rate"] + end["rate"]) / 2, "start": start["rate"], "end": end["rate"]}
-    reference["cpu_us_per_sequence"] = {  # the model's cost, like the ceiling: the mean of the start and the end
-        b: (cpu + end["cpu_us_per_sequence"][b]) / 2 for b, cpu in start["cpu_us_per_sequence"].items()
-    }
+        if config.rounds > 1:  # the reference after every round: each round is judged against its own machine
+            references.append(ceiling(model_dir, texts, config.ceiling_seconds))
+            console.print(f"raw ONNX Runtime ceiling after round {round_no}: {references[-1]['rate']:.1f} sequences/s")
+    reference = reference_summary(references)
+    for m in measurements:
+        if m.kind == "saturation" and m.batch_size:
+            around = references[m.round - 1 : m.round + 1]
+            m.model_cpu_us_per_sequence = model_cpu_at(reference_summary(around)["cpu_us_per_sequence"], m.batch_size)
     write_outputs(out, measurements, reference, info, config, analyses)
     return out
 

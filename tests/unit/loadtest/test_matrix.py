@@ -50,3 +50,14 @@ def test_the_models_cost_at_a_fractional_batch_lies_between_its_measured_neighbo
     assert 3400.0 < model_cpu_at(measured, 10.8) < 3500.0
     assert model_cpu_at(measured, 4) == pytest.approx(4000.0), "log scale: 4 is two thirds of the way from 1 to 8"
     assert model_cpu_at(measured, 40) is None and model_cpu_at({}, 3) is None
+
+
+def test_the_references_of_a_run_average_and_keep_their_first_and_last():
+    from loadtest.matrix import reference_summary
+
+    slow = {"rate": 400.0, "batch": 64, "cpu_us_per_sequence": {"1": 6000.0, "16": 4000.0}}
+    fast = {"rate": 600.0, "batch": 64, "cpu_us_per_sequence": {"1": 4000.0, "16": 3000.0}}
+    found = reference_summary([slow, fast, fast])
+    assert found["start"] == 400.0 and found["end"] == 600.0
+    assert found["rate"] == pytest.approx(1600 / 3)
+    assert found["cpu_us_per_sequence"] == {"1": pytest.approx(14000 / 3), "16": pytest.approx(10000 / 3)}
