@@ -272,22 +272,18 @@ def bench_command(
     """`make bench`: tune every stack (bounded), then race them at their tuned settings beside their defaults and
     the minimal Triton ensemble, in interleaved rounds."""
     from loadtest.matrix import MatrixConfig, run_matrix
-    from loadtest.tune import defaults as tune_defaults
-    from loadtest.tune import tune, write
+    from loadtest.tune import bench_entry, tune, write
 
     matrix = MatrixConfig.load(config)
     for stack in ("fastapi", "triton", "clearml"):
         console.print(f"[bold]tuning {stack}[/] ({budget} trials, p99 <= {slo_p99_ms:g} ms)")
         result = tune(stack, model_dir, slo_p99_ms=slo_p99_ms, budget=budget)
         write(result, out / "tune")
-        if result.best is not None:
-            settings = dict(result.best.settings)
-            workers = settings.pop("workers", 1)
-            tuning = {k: v for k, v in settings.items() if v is not None and v != tune_defaults(stack).get(k)}
-            if not tuning and workers == 1:
-                console.print(f"{stack}: its defaults won the tuning")
-                continue
-            matrix.configs.append({"stack": stack, "workers": [workers], "tuning": tuning})  # w2 alone differs by name
+        entry = bench_entry(result, matrix.configs)
+        if entry is None:
+            console.print(f"{stack}: the matrix already runs the tuning's winner (or nothing met the SLO)")
+        else:
+            matrix.configs.append(entry)
     path = run_matrix(matrix, model_dir, out, metrics_port)
     console.print(f"report: {path / 'report.md'}")
 

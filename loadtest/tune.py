@@ -86,6 +86,22 @@ class TuneResult:
         return entry + (f"tuning = {{ {tuning} }}\n" if tuning else "")
 
 
+def bench_entry(result: TuneResult, configs: list[dict]) -> dict | None:
+    """The winner as a config for `make bench`'s matrix; None when nothing met the SLO or when the matrix already
+    runs the winner (its defaults, at a WORKERS the matrix has)."""
+    if result.best is None:
+        return None
+    settings = dict(result.best.settings)
+    workers = settings.pop("workers", 1)
+    tuning = {k: v for k, v in settings.items() if v is not None and v != defaults(result.stack).get(k)}
+    for config in configs:
+        listed = config.get("workers", [1])
+        listed = listed if isinstance(listed, list) else [listed]
+        if not tuning and config.get("stack") == result.stack and not config.get("tuning") and workers in listed:
+            return None
+    return {"stack": result.stack, "workers": [workers], "tuning": tuning}
+
+
 def measure(stack: str, model_dir: Path, settings: dict, seconds: float, concurrency: int) -> Trial:
     knobs = {k: v for k, v in settings.items() if k != "workers" and v is not None}
     with running_stack(stack, model_dir, workers=settings.get("workers", 1), tuning=knobs) as running:

@@ -3,7 +3,7 @@ the search is the unit here; `loadtest tune` against real stacks is what `make b
 
 from pathlib import Path
 
-from loadtest.tune import SPACES, Trial, TuneResult, defaults, tune, write
+from loadtest.tune import SPACES, Trial, TuneResult, bench_entry, defaults, tune, write
 
 
 def surface(stack, model_dir, settings, seconds, concurrency) -> Trial:
@@ -39,3 +39,18 @@ def test_the_report_lists_every_trial_and_the_winner_as_a_matrix_entry(tmp_path)
     assert 'stack = "clearml"\nworkers = [2]' in result.matrix_entry()
     nothing = TuneResult("clearml", 1.0, 4, [surface("clearml", None, defaults("clearml"), 1, 1)])
     assert nothing.best is None and "No trial met the SLO." in write(nothing, tmp_path).read_text()
+
+
+def test_make_bench_adds_the_winner_unless_its_matrix_already_runs_it():
+    def won(settings):
+        return TuneResult("clearml", 250, 4, [Trial({**defaults("clearml"), **settings}, 100.0, 50.0, 100.0, 1.0)])
+
+    matrix = [{"stack": "fastapi", "workers": [1]}, {"stack": "clearml", "workers": [1, 2]}]
+    assert bench_entry(won({"workers": 2}), matrix) is None, "clearml w2 at its defaults is in the matrix already"
+    assert bench_entry(won({"workers": 3}), matrix) == {"stack": "clearml", "workers": [3], "tuning": {}}
+    assert bench_entry(won({"coalesce_depth": 2}), matrix) == {
+        "stack": "clearml",
+        "workers": [1],
+        "tuning": {"coalesce_depth": 2},
+    }
+    assert bench_entry(TuneResult("clearml", 250, 4, []), matrix) is None
