@@ -32,22 +32,23 @@ def raw_onnxruntime(
     share = seconds / len(batches)
     for batch in batches:
         chunks = [texts[i : i + batch] for i in range(0, max(1, len(texts) - batch + 1), batch)] or [texts[:batch]]
-
-        def run_for(limit: float, chunks: list[list[str]] = chunks) -> tuple[int, float, float]:
-            done, i, cpu, start = 0, 0, time.process_time(), time.perf_counter()
-            while time.perf_counter() - start < limit:
-                chunk = chunks[i % len(chunks)]
-                model.run(tokenizer.encode(chunk).tensors(manifest.input_names))
-                done += len(chunk)
-                i += 1
-            return done, time.perf_counter() - start, time.process_time() - cpu
-
         # A new session is slow on each new input shape for a while (its memory plans): a cold first second had
         # put batch 8 at 5468 us of CPU a sequence against 3904 warm. The first third of each share warms up.
-        run_for(share / 3)
-        done, wall, cpu = run_for(share * 2 / 3)
+        _run_for(model, tokenizer, manifest.input_names, chunks, share / 3)
+        done, wall, cpu = _run_for(model, tokenizer, manifest.input_names, chunks, share * 2 / 3)
         found[batch] = (done / wall, cpu / done * 1e6)
     return found
+
+
+def _run_for(model, tokenizer, names: list[str], chunks: list[list[str]], limit: float) -> tuple[int, float, float]:
+    """Tokenize and run `chunks` in turn for `limit` seconds: (sequences, wall seconds, CPU seconds)."""
+    done, i, cpu, start = 0, 0, time.process_time(), time.perf_counter()
+    while time.perf_counter() - start < limit:
+        chunk = chunks[i % len(chunks)]
+        model.run(tokenizer.encode(chunk).tensors(names))
+        done += len(chunk)
+        i += 1
+    return done, time.perf_counter() - start, time.process_time() - cpu
 
 
 def ceiling(model_dir: Path, texts: list[str], seconds: float) -> dict:

@@ -572,10 +572,12 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
             references.append(ceiling(model_dir, texts, config.ceiling_seconds))
             console.print(f"raw ONNX Runtime ceiling after round {round_no}: {references[-1]['rate']:.1f} sequences/s")
     reference = reference_summary(references)
+    per_round = {  # each round against the references just before and just after it
+        r: reference_summary(references[r - 1 : r + 1])["cpu_us_per_sequence"] for r in range(1, config.rounds + 1)
+    }
     for m in measurements:
         if m.kind == "saturation" and m.batch_size:
-            around = references[m.round - 1 : m.round + 1]
-            m.model_cpu_us_per_sequence = model_cpu_at(reference_summary(around)["cpu_us_per_sequence"], m.batch_size)
+            m.model_cpu_us_per_sequence = model_cpu_at(per_round[m.round], m.batch_size)
     write_outputs(out, measurements, reference, info, config, analyses)
     return out
 

@@ -72,15 +72,20 @@ class TuneResult:
         meeting = [t for t in self.trials if t.meets(self.slo_p99_ms)]
         return max(meeting, key=lambda t: t.throughput) if meeting else None
 
-    def matrix_entry(self) -> str:
-        """The winner as a matrix file entry (`make bench` runs these)."""
-        best = self.best
-        if best is None:
-            return ""
-        settings = dict(best.settings)
+    def winner(self) -> tuple[int, dict] | None:
+        """The best trial as (WORKERS, the settings that differ from the defaults); None if none met the SLO."""
+        if self.best is None:
+            return None
+        settings = dict(self.best.settings)
         workers = settings.pop("workers", 1)
         base = defaults(self.stack)
-        changed = {k: v for k, v in settings.items() if v is not None and v != base.get(k)}
+        return workers, {k: v for k, v in settings.items() if v is not None and v != base.get(k)}
+
+    def matrix_entry(self) -> str:
+        """The winner as a matrix file entry (`make bench` runs these)."""
+        if self.winner() is None:
+            return ""
+        workers, changed = self.winner()
         tuning = ", ".join(f"{k} = {json.dumps(v)}" for k, v in changed.items())
         entry = f'[[configs]]\nstack = "{self.stack}"\nworkers = [{workers}]\n'
         return entry + (f"tuning = {{ {tuning} }}\n" if tuning else "")
@@ -89,16 +94,12 @@ class TuneResult:
 def bench_entry(result: TuneResult, configs: list[dict]) -> dict | None:
     """The winner as a config for `make bench`'s matrix; None when nothing met the SLO or when the matrix already
     runs the winner (its defaults, at a WORKERS the matrix has)."""
-    if result.best is None:
+    if result.winner() is None:
         return None
-    settings = dict(result.best.settings)
-    workers = settings.pop("workers", 1)
-    tuning = {k: v for k, v in settings.items() if v is not None and v != defaults(result.stack).get(k)}
-    for config in configs:
-        listed = config.get("workers", [1])
-        listed = listed if isinstance(listed, list) else [listed]
-        if not tuning and config.get("stack") == result.stack and not config.get("tuning") and workers in listed:
-            return None
+    workers, tuning = result.winner()
+    untuned = [c for c in configs if c.get("stack") == result.stack and not c.get("tuning")]
+    if not tuning and any(workers in c.get("workers", [1]) for c in untuned):
+        return None
     return {"stack": result.stack, "workers": [workers], "tuning": tuning}
 
 
