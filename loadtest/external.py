@@ -11,8 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from loadtest.engine import AttackSpec, AttackStats
 from loadtest.results import Result
+from loadtest.spec import AttackSpec, AttackStats
 from loadtest.targets import write_vegeta_targets
 from services.common.errors import ConfigurationError
 

@@ -1,7 +1,8 @@
 """The generator's own Prometheus metrics, served during attacks for Prometheus to scrape beside the services.
 
 A private registry (not the process-global one); every series is labelled with its run: stack, workers, batching,
-rate (0 for a closed loop).
+rate (0 for a closed loop). The latency histogram has the servers' bucket ladder, so the client's and the servers'
+latency histograms compare bucket for bucket.
 """
 
 from __future__ import annotations
@@ -12,34 +13,8 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from loadtest.results import Result
+from observability.metrics import LATENCY_BUCKETS
 
-# 250 us .. 60 s: sub-millisecond server overhead and multi-second queueing on one axis.
-BUCKETS = (
-    0.00025,
-    0.0005,
-    0.001,
-    0.002,
-    0.005,
-    0.01,
-    0.02,
-    0.03,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.5,
-    0.75,
-    1.0,
-    1.5,
-    2.0,
-    3.0,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-)
 LABELS = ("stack", "workers", "batching", "rate")
 
 
@@ -54,7 +29,7 @@ class GeneratorMetrics:
             "loadtest_latency_seconds",
             "Latency from the scheduled send time",
             names,
-            buckets=BUCKETS,
+            buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.achieved = Gauge(

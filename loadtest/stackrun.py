@@ -1,5 +1,6 @@
-"""The one benchmark driver's lifecycle half: bring a stack up on free ports with the launcher and process specs
-`make up` uses, tell what its processes cost in CPU, and take it down."""
+"""A stack for the benchmark driver, the tuning and the overload test: brought up on free ports with the launcher
+and process specs `make up` use, its processes' CPU and resident memory read from /proc, the batches Triton formed
+read from its metrics, and taken down."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Structured logging: plain or JSON lines, each with the request id and trace id of the request being served and,
-once the request's endpoint is resolved, the endpoint, the model version answering it and the registry run that
-made that version (so an alert leads to the run)."""
+"""Structured logging: plain or JSON lines, each with the request id and trace id of the request being served.
+Once a model version is chosen for the request (`set_serving_model`), JSON lines also carry the endpoint, that
+version and the registry run that made it ("-" for a version not deployed from the registry), so an alert leads to
+the run."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Reading the run's logs back: every process writes JSON lines into one directory (`run/logs/<service>.log`);
-`serving logs` merges them in time order and filters them by service, request id, trace id and age."""
+"""Reading the run's logs back: every process the launcher starts in the background writes its output into one
+directory (`run/logs/<service>.log`), as JSON lines when the stack runs with JSON logs (`serving up`'s default when
+detached); `serving logs` merges them in time order and filters them by service, request id, trace id and age.
+A line that is not JSON is kept as the message of an INFO entry of its file's service (with no time, it sorts first)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """Prometheus metrics shared by the HTTP services; correct with several gunicorn workers.
 
-With several workers, the launcher sets PROMETHEUS_MULTIPROC_DIR before any process starts; each worker writes its
-samples to files there and `/metrics` merges them (prometheus-client multiprocess mode). Histograms are cumulative
-Prometheus histograms, so `histogram_quantile` works across workers.
+Each gunicorn service is started with PROMETHEUS_MULTIPROC_DIR in its environment (an empty directory per service:
+`services.stacks.http_service`, or the gateway image); each worker writes its samples to files there and `/metrics`
+merges them (prometheus-client multiprocess mode). Without it (an app served in-process, as in the unit tests) the
+metrics live in this process's default registry. Histograms are cumulative Prometheus histograms, so
+`histogram_quantile` works across workers.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ os.register_at_fork(after_in_child=_refresh_pid)
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     values.ValueClass = values.MultiProcessValue(process_identifier=lambda: _pid)
 
-# From 100 us to 30 s: fine enough for a tokenizer stage and for a saturated server's queueing.
+# From 100 us to 30 s: fine enough for a tokenizer stage and for a saturated server's queueing; 30 s is also the
+# load generator's default request timeout. The one latency ladder of the project: the load generator's histogram
+# (loadtest.metrics) uses it too, so the client's and the servers' latency compare bucket for bucket.
 LATENCY_BUCKETS = (
     0.0001,
     0.00025,
@@ -76,7 +80,7 @@ REQUEST_LATENCY = Histogram(
 )
 STAGE_LATENCY = Histogram(
     "serving_stage_duration_seconds",
-    "Time spent in each stage of a prediction (parse, preprocess, inference, postprocess)",
+    "Time spent in each stage of a prediction (parse, preprocess, triton or inference, postprocess)",
     ["stage"],
     buckets=LATENCY_BUCKETS,
 )

@@ -14,6 +14,7 @@ INSTALL_HINT = "Prometheus is not installed: `apt-get install prometheus` (Debia
 
 
 def prometheus_process(config: Path, data_dir: Path, port: int = 9090) -> ProcessSpec:
+    """The Prometheus binary on PATH with `config`, its database in `data_dir`, its web port on loopback."""
     binary = shutil.which("prometheus")
     if binary is None:
         raise ConfigurationError(INSTALL_HINT)

@@ -12,14 +12,13 @@ from fastapi import APIRouter, FastAPI
 from observability import metrics
 from observability.logging import setup_logging
 from observability.tracing import setup_tracing, shutdown_tracing
-from services.api import v2
+from services.api import fastpath, routes, v2
 from services.api.admission import AdmissionMiddleware
 from services.api.auth import ApiKeyMiddleware, load_keys
 from services.api.dataplane import DataPlane
 from services.api.errors import install_error_handlers
 from services.api.fastpath import ServeFastPath
 from services.api.middleware import ObservabilityMiddleware
-from services.api.routes import router
 from services.common.backend import EndpointResolver, InferenceBackend, NoConfiguredEndpoints, ServedModel
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest
 from services.common.settings import ApiSettings
@@ -45,10 +44,20 @@ PartsFactory = Callable[[Manifest | None, DriftMonitor], StackParts]
 
 
 def builtin_manifest(settings: ApiSettings, required: bool) -> Manifest | None:
+    """The built-in model's manifest; None when the stack may go without one and the model directory has none."""
     if required or (settings.model_dir / MANIFEST_FILE).is_file():
         return Manifest.load(settings.model_dir)
     log.info("no built-in model at %s: serving configured and deployed endpoints only", settings.model_dir)
     return None
+
+
+def builtin_model(settings: ApiSettings, manifest: Manifest, stack: StackParts) -> ServedModel:
+    """The built-in endpoint's model, announced in the log and in `serving_model_info`."""
+    tokenizer = TextTokenizer(settings.model_dir / TOKENIZER_FILE, manifest.max_seq_length, stack.buckets)
+    endpoint = settings.endpoint or manifest.endpoint_name
+    metrics.MODEL_INFO.labels(manifest.name, manifest.version, manifest.task).set(1)
+    log.info("serving %s v%s (%s) on endpoint '%s'", manifest.name, manifest.version, manifest.task, endpoint)
+    return ServedModel(endpoint, manifest.version, manifest, tokenizer, stack.backend)
 
 
 def create_app(
@@ -70,19 +79,7 @@ def create_app(
         manifest = builtin_manifest(settings, builtin_required)
         monitor = DriftMonitor(settings.monitoring)
         stack = parts(manifest, monitor)
-        builtin = None
-        if manifest is not None:
-            tokenizer = TextTokenizer(settings.model_dir / TOKENIZER_FILE, manifest.max_seq_length, stack.buckets)
-            endpoint = settings.endpoint or manifest.endpoint_name
-            builtin = ServedModel(endpoint, manifest.version, manifest, tokenizer, stack.backend)
-            metrics.MODEL_INFO.labels(manifest.name, manifest.version, manifest.task).set(1)
-            log.info(
-                "serving %s v%s (%s) on endpoint '%s'",
-                manifest.name,
-                manifest.version,
-                manifest.task,
-                endpoint,
-            )
+        builtin = builtin_model(settings, manifest, stack) if manifest is not None else None
         await stack.backend.start()
         await stack.endpoints.start()
         await monitor.start()
@@ -99,7 +96,8 @@ def create_app(
             shutdown_tracing()
 
     app = FastAPI(title=f"{service_name} serving API", lifespan=lifespan)
-    app.include_router(router)
+    app.include_router(fastpath.router)  # documents /serve; the ServeFastPath door in front answers it
+    app.include_router(routes.router)
     app.include_router(v2.router)
     for extra in routers:
         app.include_router(extra)

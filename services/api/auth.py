@@ -1,7 +1,7 @@
-"""Optional API keys for inference: `/serve`, `/v1` and `/v2` need `Authorization: Bearer <key>` (what the openai
-client sends as its api_key) when keys are configured; health stays open, `/metrics` too unless
-`protect_metrics` is set. Keys are compared in constant time and never logged. The admin API has its own token
-(`services.lifecycle.admin`)."""
+"""Optional API keys for inference: the routes under `/serve/`, `/v1/` and `/v2/` (`paths.PROTECTED`) need
+`Authorization: Bearer <key>` (what the openai client sends as its api_key) when keys are configured; health stays
+open, `/metrics` too unless `protect_metrics` is set. Keys are compared in constant time and never logged. The admin
+API has its own token (`services.lifecycle.admin`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import hmac
 from pathlib import Path
 
 from services.api.errors import error_response
+from services.api.paths import METRICS, PROTECTED
 from services.common.errors import ConfigurationError, Unauthorized
 from services.common.settings import ApiSettings
-
-PROTECTED = ("/serve/", "/v1/", "/v2/")
 
 
 def load_keys(settings: ApiSettings) -> list[bytes]:
@@ -29,7 +28,7 @@ class ApiKeyMiddleware:
     def __init__(self, app, keys: list[bytes], protect_metrics: bool):
         self.app = app
         self.keys = keys
-        self.prefixes = PROTECTED + (("/metrics",) if protect_metrics else ())
+        self.prefixes = PROTECTED + ((METRICS,) if protect_metrics else ())
 
     def allowed(self, scope) -> bool:
         header = next((v for k, v in scope["headers"] if k == b"authorization"), b"")

@@ -7,6 +7,9 @@ delay therefore adapts to the load by itself: zero when idle, one batch's servic
 
 Errors stay with their request: if the joined tokenization fails (one text too long with truncation off), each
 request is tokenized on its own and only the failing ones get the error; a backend error fails the batch it hit.
+
+The coalescer only groups and splits: what tokenizing and inference are, and the timing of their stages, come from
+the data plane (`encode`, `infer`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from observability.metrics import stage
 from services.common.errors import ServingError
 from services.common.tokenization import EncodedBatch, TextTokenizer
 
@@ -47,17 +49,19 @@ class Batched:
     """Texts in the batch this request rode in (its own included)."""
 
 
+Encode = Callable[[list[Job]], tuple[EncodedBatch | None, list[Job]]]
+"""A batch's jobs tokenized: `encode_jobs` over the model's tokenizer."""
 Infer = Callable[[EncodedBatch], Awaitable[np.ndarray]]
 
 
-def _encode(tokenizer: TextTokenizer, jobs: list[Job]) -> tuple[EncodedBatch | None, list[Job], list[Job]]:
-    """The jobs' texts tokenized in one call; on a ServingError, each job alone to find the failing ones.
-    Returns (encoding of the good jobs, good jobs, failed jobs with their exception set)."""
+def encode_jobs(tokenizer: TextTokenizer, jobs: list[Job]) -> tuple[EncodedBatch | None, list[Job]]:
+    """The jobs' texts tokenized in one call; on a ServingError, each job alone to find the failing ones, whose
+    futures get their error. Returns (encoding of the good jobs or None if there are none, the good jobs)."""
     texts = [t for job in jobs for t in job.texts]
     try:
-        return tokenizer.encode(texts, truncate=jobs[0].truncate), jobs, []
+        return tokenizer.encode(texts, truncate=jobs[0].truncate), jobs
     except ServingError:
-        good, failed = [], []
+        good = []
         for job in jobs:
             try:
                 tokenizer.encode(job.texts, truncate=job.truncate)
@@ -65,16 +69,15 @@ def _encode(tokenizer: TextTokenizer, jobs: list[Job]) -> tuple[EncodedBatch | N
             except ServingError as exc:
                 if not job.future.done():
                     job.future.set_exception(exc)
-                failed.append(job)
         if not good:
-            return None, [], failed
-        return tokenizer.encode([t for job in good for t in job.texts], truncate=good[0].truncate), good, failed
+            return None, []
+        return tokenizer.encode([t for job in good for t in job.texts], truncate=good[0].truncate), good
 
 
 class Coalescer:
     def __init__(
         self,
-        tokenizer: TextTokenizer,
+        encode: Encode,
         infer: Infer,
         max_texts: int,
         depth: int = 2,
@@ -82,7 +85,7 @@ class Coalescer:
     ):
         self.prefer = prefer
         """Run inside a job's context, says whether that job should carry the batch (its trace is sampled)."""
-        self.tokenizer = tokenizer
+        self.encode = encode
         self.infer = infer
         self.max_texts = max_texts
         self.depth = depth
@@ -130,8 +133,7 @@ class Coalescer:
         for job in jobs:
             job.started_ns = now
         try:
-            with stage("preprocess"):
-                encoded, good, _ = _encode(self.tokenizer, jobs)
+            encoded, good = self.encode(jobs)
             if encoded is None:
                 return
             outputs = await self.infer(encoded)

@@ -12,8 +12,7 @@ from opentelemetry.trace import SpanKind
 from observability import metrics
 from observability.logging import request_id_var, trace_id_var
 from observability.tracing import extract_context, get_tracer, tracing_enabled
-
-UNMETERED = ("/metrics", "/health")
+from services.api.paths import UNMETERED, route_label
 
 
 def _request_ids():
@@ -21,16 +20,6 @@ def _request_ids():
     prefix = os.urandom(6).hex()
     for number in itertools.count(1):
         yield f"{prefix}-{number:x}"
-
-
-def route_label(path: str) -> str:
-    if path.startswith("/serve/"):
-        return "/serve"
-    if path.startswith("/v2/"):
-        return "/v2"
-    if path == "/v1/embeddings":
-        return path
-    return "other"
 
 
 class ObservabilityMiddleware:

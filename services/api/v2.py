@@ -13,14 +13,14 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 from tritonclient.utils import deserialize_bytes_tensor
 
-from observability.metrics import stage
+from services.api import paths
 from services.api.body import read_body
-from services.api.dataplane import DataPlane
+from services.api.dataplane import DataPlane, Prediction
 from services.api.openapi import INFERENCE_ERRORS, NOT_READY, OK, V2_BODY, errors
 from services.common.backend import ServedModel
 from services.common.errors import BadRequest, InvalidInput
 
-router = APIRouter(prefix="/v2")
+router = APIRouter(prefix=paths.V2)
 MODEL = Path(description="The endpoint's name (the model name of the protocol)", examples=["minilm"])
 TEXT = "TEXT"
 
@@ -32,7 +32,7 @@ def _dataplane(request: Request) -> DataPlane:
 def _model(request: Request, model: str, version: str | None) -> tuple[DataPlane, ServedModel]:
     """The model version that `model` (an endpoint name) and `version` (if given) name; else 404."""
     dataplane = _dataplane(request)
-    return dataplane, dataplane.model_for(model, version)
+    return dataplane, dataplane.catalog.model_for(model, version)
 
 
 def _json(payload: dict, status: int = 200) -> Response:
@@ -101,7 +101,7 @@ def _metadata(dataplane: DataPlane, model: ServedModel) -> dict:
     output = model.manifest.output
     return {
         "name": model.endpoint,
-        "versions": dataplane.resolve(model.endpoint).versions(),
+        "versions": dataplane.catalog.resolve(model.endpoint).versions(),
         "platform": "transformer-serving",
         "inputs": [{"name": TEXT, "datatype": "BYTES", "shape": [-1, 1]}],
         "outputs": [{"name": output.name, "datatype": output.dtype, "shape": output.shape}],
@@ -145,30 +145,35 @@ async def model_ready(request: Request, model: str = MODEL, version: str | None 
     return _json({"name": model, "ready": ok}, 200 if ok else 503)
 
 
-@router.post("/models/{model}/infer", responses=OK | INFERENCE_ERRORS, openapi_extra=V2_BODY)
-@router.post("/models/{model}/versions/{version}/infer", responses=OK | INFERENCE_ERRORS, openapi_extra=V2_BODY)
+def _render(model: ServedModel, prediction: Prediction, body: dict) -> Response:
+    """The contract output as one tensor: JSON data, or binary after the JSON header when the request asks."""
+    output = model.manifest.output
+    array = prediction.outputs.astype(output.numpy_dtype, copy=False)
+    entry = {"name": output.name, "datatype": output.dtype, "shape": list(array.shape)}
+    payload = {"model_name": model.endpoint, "model_version": model.version, "outputs": [entry]}
+    if "id" in body:
+        payload["id"] = body["id"]
+    if wants_binary(body, output.name):
+        raw_out = np.ascontiguousarray(array).tobytes()
+        entry["parameters"] = {"binary_data_size": len(raw_out)}
+        header = orjson.dumps(payload)
+        return Response(
+            header + raw_out,
+            media_type="application/octet-stream",
+            headers={"Inference-Header-Content-Length": str(len(header))},
+        )
+    entry["data"] = array.ravel()
+    return Response(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
+
+
+@router.post(paths.V2_INFER, responses=OK | INFERENCE_ERRORS, openapi_extra=V2_BODY)
+@router.post(paths.V2_VERSION_INFER, responses=OK | INFERENCE_ERRORS, openapi_extra=V2_BODY)
 async def infer(request: Request, model: str = MODEL, version: str | None = None) -> Response:
-    dataplane, served = _model(request, model, version)
-    with stage("parse"):
+    dataplane, served = _model(request, model, version)  # a 404 before the body is read
+
+    async def parse() -> tuple[ServedModel, list[str], dict]:
         raw = await read_body(request.stream(), request.headers, dataplane.settings.max_body_bytes)
         body, blob = split_body(raw, request.headers.get("inference-header-content-length"))
-        texts = texts_from_request(body, blob)
-    prediction = await dataplane.predict(served, texts)
-    with stage("postprocess"):
-        output = served.manifest.output
-        array = prediction.outputs.astype(output.numpy_dtype, copy=False)
-        entry = {"name": output.name, "datatype": output.dtype, "shape": list(array.shape)}
-        payload = {"model_name": model, "model_version": served.version, "outputs": [entry]}
-        if "id" in body:
-            payload["id"] = body["id"]
-        if wants_binary(body, output.name):
-            raw_out = np.ascontiguousarray(array).tobytes()
-            entry["parameters"] = {"binary_data_size": len(raw_out)}
-            header = orjson.dumps(payload)
-            return Response(
-                header + raw_out,
-                media_type="application/octet-stream",
-                headers={"Inference-Header-Content-Length": str(len(header))},
-            )
-        entry["data"] = array.ravel()
-        return Response(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
+        return served, texts_from_request(body, blob), body
+
+    return await dataplane.infer(parse, _render)

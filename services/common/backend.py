@@ -4,16 +4,19 @@
   stack; a Triton model version over gRPC for the gateway).
 - A `ServedModel` is one model version the data plane can run: its contract (manifest), its own tokenizer, its
   backend.
-- Endpoints are what `/serve/{endpoint}` names. A `ModelEndpoint` holds one or more live versions and picks the one
-  that answers a request (its traffic policy); a `PipelineEndpoint` is clearml-serving's preprocess -> engine ->
-  postprocess, serving the request itself. An `EndpointResolver` finds either by name.
+- Endpoints are what `/serve/{endpoint}` names, each of a declared `kind`. A `ModelEndpoint` holds one or more live
+  versions and picks the one that answers a request (its traffic policy); a `PipelineEndpoint` is clearml-serving's
+  preprocess -> engine -> postprocess, each step called by the data plane. An `EndpointResolver` finds either by
+  name.
 
 The data plane (`services.api.dataplane`) is built from these and does not know which stack it serves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Protocol
 
 import numpy as np
@@ -50,7 +53,17 @@ class ServedModel:
     """The registry run that produced this version (deployed versions), for logs and lineage."""
 
 
+class EndpointKind(Enum):
+    """How the data plane runs an endpoint (an attribute of each endpoint class: no guessing from its methods)."""
+
+    MODEL = "model"
+    """A text model (`ModelEndpoint`): the data plane tokenizes the texts and runs the version the policy chose."""
+    PIPELINE = "pipeline"
+    """User code (`PipelineEndpoint`): the data plane hands the raw body to its steps, one after the other."""
+
+
 class ModelEndpoint(Protocol):
+    kind: EndpointKind  # EndpointKind.MODEL
     name: str
 
     def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
@@ -61,13 +74,30 @@ class ModelEndpoint(Protocol):
         """The live versions."""
 
 
+Collect = Callable[[dict | None], None]
+"""clearml-serving's `collect_custom_statistics_fn`: a step reports values of the request's declared variables."""
+
+
 class PipelineEndpoint(Protocol):
-    """An endpoint declared in configuration (clearml-serving's preprocess -> engine -> postprocess)."""
+    """An endpoint declared in configuration (clearml-serving's preprocess -> engine -> postprocess). Each step gets
+    the previous one's result, the request's own `state` dict and its `collect`; each raises ServingError
+    subclasses (an error in user code is the request's error, never the worker's)."""
 
+    kind: EndpointKind  # EndpointKind.PIPELINE
     version: str
+    stage: str
+    """Name of the stage `process` is timed under (`triton`, `inference`), as `InferenceBackend.stage`."""
 
-    async def serve(self, version: str | None, body: Any) -> Any:
-        """The JSON-able response to `body`; raises ServingError subclasses."""
+    def accept(self, version: str | None) -> None:
+        """Raise NotFound unless `version` (from `/serve/{endpoint}/{version}`) is one this endpoint answers."""
+
+    async def preprocess(self, body: Any, state: dict, collect: Collect) -> Any: ...
+
+    async def process(self, data: Any, state: dict, collect: Collect) -> Any:
+        """The engine: the user's `process`, or the declared tensors through Triton or ONNX Runtime."""
+
+    async def postprocess(self, data: Any, state: dict, collect: Collect) -> Any:
+        """The JSON-able response."""
 
 
 class EndpointResolver(Protocol):
@@ -113,6 +143,8 @@ class NoConfiguredEndpoints:
 
 class SingleModelEndpoint:
     """An endpoint with one version: the stack's built-in model."""
+
+    kind = EndpointKind.MODEL
 
     def __init__(self, model: ServedModel):
         self.name = model.endpoint

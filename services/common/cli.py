@@ -5,14 +5,28 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import NoReturn
+
+import typer
+from rich.console import Console
 
 from services.common.errors import ServingError
 
 # What a user can cause and fix: bad settings or files, missing files or binaries, values out of range.
 USER_ERRORS = (ServingError, OSError, ValueError)
 
+console = Console(stderr=True, soft_wrap=True)  # on stderr, one message a line: stdout stays the command's output
+
+
+def fail(error: Exception | str) -> NoReturn:
+    """End a command on an error it caught: `error: <message>` on stderr, exit code 2."""
+    console.print(f"[bold red]error:[/] {error}")
+    raise typer.Exit(2)
+
 
 def run(app: Callable[[], object]) -> None:
+    """Run a console script's app: a user error it lets through ends in one line and exit code 2, its traceback
+    shown only with `--debug`."""
     debug = "--debug" in sys.argv
     if debug:
         sys.argv.remove("--debug")

@@ -22,6 +22,9 @@ MANIFEST_FILE = "manifest.json"
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 REFERENCE_FILE = "reference.json"
+# What a model version is warmed up and checked with before it takes traffic (the gateway's built-in model, the
+# controller's forward pass and its check through Triton): a short and a longer text, so two lengths are padded.
+WARMUP_TEXTS = ["warm up", "the quick brown fox jumps over the lazy dog"]
 
 # Triton / KServe v2 dtype names and their numpy types.
 NUMPY_DTYPES: dict[str, type] = {

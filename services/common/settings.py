@@ -12,6 +12,16 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+class RunSettings(BaseSettings):
+    """Where a local stack keeps its pid files, logs, state and stores. Read once by each entry point (the `serving`
+    and `loadtest` commands, the controller) and passed down; `serving up` hands it to every process it starts."""
+
+    model_config = SettingsConfigDict(env_prefix="SERVING_", extra="ignore")
+
+    run_dir: Path = Path("run")
+    """The run directory (`SERVING_RUN_DIR`)."""
+
+
 class ObservabilitySettings(BaseModel):
     log_level: str = "INFO"
     """Root log level."""

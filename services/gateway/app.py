@@ -10,13 +10,15 @@ from services.api.app import StackParts
 from services.api.app import create_app as create_api
 from services.common.contract import Manifest
 from services.gateway.backend import TritonBackend
-from services.gateway.custom import EndpointRegistry
+from services.gateway.configured import ConfiguredEndpoints
 from services.gateway.deployed import DeployedEndpoints
-from services.gateway.endpoints import ChainedResolver, EndpointsFile, FileWatcher
+from services.gateway.endpoints import EndpointsFile
+from services.gateway.resolvers import ChainedResolver
 from services.gateway.settings import GatewaySettings
-from services.gateway.triton_client import TritonClient
+from services.gateway.watcher import FileWatcher
 from services.lifecycle.admin import admin_router
 from services.monitoring.drift import DriftMonitor
+from services.triton.grpc_client import TritonClient
 
 
 def create_app(settings: GatewaySettings | None = None):
@@ -43,7 +45,7 @@ def create_app(settings: GatewaySettings | None = None):
             resolvers.append(
                 FileWatcher(
                     path,
-                    lambda p: EndpointRegistry.build(EndpointsFile.read(p), triton, serving_url, p.parent, monitor),
+                    lambda p: ConfiguredEndpoints.build(EndpointsFile.read(p), triton, serving_url, p.parent),
                     settings.endpoints_poll_interval,
                     settings.endpoints_retire_after,
                 )

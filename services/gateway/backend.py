@@ -6,7 +6,7 @@ import numpy as np
 
 from services.common.contract import Manifest
 from services.common.tokenization import EncodedBatch
-from services.gateway.triton_client import TritonClient
+from services.triton.grpc_client import TritonClient
 
 
 class TritonBackend:

@@ -1,21 +1,27 @@
 """Registry-deployed endpoints: the live versions the lifecycle controller put into Triton, each with its own
-tokenizer and manifest, and the endpoint's traffic policy (newest version, canary split or rollout step)."""
+tokenizer and manifest, and the endpoint's traffic policy (newest version, canary split or rollout step). The
+deployment state file is followed by a `watcher.FileWatcher`, which serves a `DeployedEndpoints` snapshot of it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from services.common.backend import ServedModel
+from services.common.backend import EndpointKind, ServedModel
 from services.common.contract import TOKENIZER_FILE, Manifest
 from services.common.errors import NotFound
 from services.common.tokenization import TextTokenizer
 from services.gateway.backend import TritonBackend
-from services.gateway.triton_client import TritonClient
 from services.lifecycle.routing import effective_weights, pick
 from services.lifecycle.state import DeploymentStore
+from services.monitoring.statistics import EndpointMetrics
+from services.triton.grpc_client import TritonClient
 
 
 class VersionedEndpoint:
+    """A `ModelEndpoint` of several live versions: a request names one, or the weights pick one by its key."""
+
+    kind = EndpointKind.MODEL
+
     def __init__(self, name: str, models: dict[str, ServedModel], weights: dict[str, float]):
         self.name = name
         self.models = models
@@ -34,16 +40,25 @@ class VersionedEndpoint:
 
 
 class DeployedEndpoints:
-    """An immutable snapshot of the deployment state's live versions, built in one go."""
+    """An immutable snapshot of the deployment state's live versions, built in one go (an `EndpointSet`: the state
+    declares no statistics, names no other files, and loads no user code to unload)."""
 
     def __init__(self, endpoints: dict[str, VersionedEndpoint]):
         self.endpoints = endpoints
+        self.errors: dict[str, str] = {}
+        self.metrics: dict[str, EndpointMetrics] = {}
 
     def get(self, name: str) -> VersionedEndpoint | None:
         return self.endpoints.get(name)
 
     def names(self) -> list[str]:
         return sorted(self.endpoints)
+
+    def source_stamps(self) -> tuple:
+        return ()
+
+    def unload(self) -> None:
+        """Nothing to release: a version no longer live is freed once its last request is done with it."""
 
     @classmethod
     def load(

@@ -1,7 +1,6 @@
-"""Endpoints are configuration: a JSON file declares each endpoint's engine, Triton model, preprocess code and
-tensors. Workers reload it when it changes, building the new registry beside the old one and swapping it in one
-assignment: requests in flight finish on the old one, no request waits for the reload (clearml-serving pauses all
-traffic on a change; this does not).
+"""The endpoint file: a JSON file declares each configured endpoint's engine, Triton model, preprocess code and
+tensors, and the custom statistics of any endpoint. `serving endpoints ...` and `serving metrics ...` edit it;
+workers follow it (`watcher.FileWatcher`) and build its endpoints (`configured.ConfiguredEndpoints`).
 
     {"endpoints": {"sst2": {"engine": "triton", "model": "encoder", "preprocess": "preprocess.py",
                             "inputs": [{"name": "input_ids", "dtype": "INT64", "shape": [-1, -1]}, ...],
@@ -10,21 +9,16 @@ traffic on a change; this does not).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from observability import metrics
 from services.common.contract import TensorSpec
 from services.common.errors import ConfigurationError
 from services.monitoring.statistics import EndpointMetrics
-
-log = logging.getLogger(__name__)
 
 
 class EndpointConfig(BaseModel):
@@ -38,7 +32,8 @@ class EndpointConfig(BaseModel):
     version: str | None = None
     """The version in /serve/{endpoint}/{version}; None accepts any."""
     preprocess: str | None = None
-    """Path of a Python file defining `class Preprocess` (clearml-serving's contract)."""
+    """A Python file or package folder defining `class Preprocess` (clearml-serving's contract); a relative path is
+    relative to the endpoint file's folder."""
     model_file: str | None = None
     """Passed to `Preprocess.load(local_file_name)`."""
     inputs: list[TensorSpec] = Field(default_factory=list)
@@ -88,141 +83,3 @@ class EndpointsFile(BaseModel):
         declared = {name: item.model_dump(exclude_defaults=True) for name, item in self.metrics.items()}
         tmp.write_text(json.dumps({"endpoints": entries, "metrics": declared}, indent=2) + "\n")
         os.replace(tmp, path)
-
-
-def file_stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return (stat.st_mtime_ns, stat.st_size)
-
-
-class FileWatcher:
-    """An endpoint resolver over a configuration file: polls it; on a change builds a new registry off the event
-    loop with `load(path)` and swaps it in. A file that fails to load leaves the previous registry serving."""
-
-    def __init__(self, path: Path, load, interval: float, retire_after: float = 30.0):
-        self.path = path
-        self.load = load  # Path -> registry with get(name) and names()
-        self.interval = interval
-        self.retire_after = retire_after
-        """Seconds a replaced registry stays loaded (its requests in flight finish) before its unload() runs."""
-        self.error: str | None = None
-        try:
-            self.current = load(path)
-        except Exception as exc:  # noqa: BLE001 - start serving what else there is; report the file's problem
-            self.current = EmptyRegistry()
-            self.error = str(exc)
-            log.error("%s not applied: %s", path, exc)
-        self.stamp = self._stamp()
-        self._report()
-        self._task: asyncio.Task | None = None
-        self._retiring: set[asyncio.Task] = set()
-
-    def _stamp(self) -> tuple:
-        """The file's, and the preprocess code's it names (an edit to a preprocess file reloads it too)."""
-        sources = getattr(self.current, "source_stamps", None)
-        return (file_stamp(self.path), sources() if sources else ())
-
-    def resolve(self, name: str):
-        return self.current.get(name)
-
-    def names(self) -> list[str]:
-        return self.current.names()
-
-    def declared(self, name: str):
-        return getattr(self.current, "metrics", {}).get(name)
-
-    def errors(self) -> dict[str, str]:
-        """What is wrong with the file (key: its path) or with entries in it (key: the endpoint)."""
-        errors = dict(getattr(self.current, "errors", {}))
-        if self.error:
-            errors[str(self.path)] = f"{self.error} (still serving the previous configuration)"
-        return errors
-
-    def _report(self) -> None:
-        metrics.CONFIG_ERRORS.labels(self.path.name).set(len(self.errors()))
-
-    async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-        for task in self._retiring:
-            task.cancel()
-        if hasattr(self.current, "unload"):
-            await asyncio.to_thread(self.current.unload)
-
-    async def _retire(self, registry) -> None:
-        await asyncio.sleep(self.retire_after)
-        await asyncio.to_thread(registry.unload)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.check()
-
-    async def check(self) -> bool:
-        stamp = self._stamp()
-        if stamp == self.stamp:
-            return False
-        try:
-            registry = await asyncio.to_thread(self.load, self.path)
-        except Exception as exc:  # noqa: BLE001 - keep serving the last good configuration
-            log.error("%s not applied, still serving the previous configuration: %s", self.path, exc)
-            self.stamp, self.error = stamp, str(exc)
-            self._report()
-            return False
-        previous = self.current
-        self.current, self.error = registry, None
-        self.stamp = self._stamp()
-        self._report()
-        if hasattr(previous, "unload"):
-            task = asyncio.get_running_loop().create_task(self._retire(previous))
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
-        for name, problem in getattr(registry, "errors", {}).items():
-            log.error("%s: endpoint '%s' not served: %s", self.path, name, problem)
-        log.info("configuration reloaded from %s", self.path)
-        return True
-
-
-class EmptyRegistry:
-    def get(self, name: str):
-        return None
-
-    def names(self) -> list[str]:
-        return []
-
-
-class ChainedResolver:
-    """Several resolvers asked in order (deployed endpoints first, then configured ones)."""
-
-    def __init__(self, *resolvers):
-        self.resolvers = resolvers
-
-    def resolve(self, name: str):
-        for resolver in self.resolvers:
-            found = resolver.resolve(name)
-            if found is not None:
-                return found
-        return None
-
-    def names(self) -> list[str]:
-        return [name for resolver in self.resolvers for name in resolver.names()]
-
-    def errors(self) -> dict[str, str]:
-        return {key: error for resolver in self.resolvers for key, error in resolver.errors().items()}
-
-    def declared(self, name: str):
-        return next((found for r in self.resolvers if (found := r.declared(name)) is not None), None)
-
-    async def start(self) -> None:
-        for resolver in self.resolvers:
-            await resolver.start()
-
-    async def stop(self) -> None:
-        for resolver in self.resolvers:
-            await resolver.stop()

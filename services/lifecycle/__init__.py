@@ -1,6 +1,10 @@
-"""The model lifecycle on the gateway: deployment state, traffic policy (canary, rollout), the controller that
-deploys registry versions into Triton, and the admin API the `serving model ...` commands talk to.
+"""The model lifecycle: deployment state (`state`), the rules that change it (`transitions`), traffic policy (canary,
+rollout: `routing`, `rollout`), the controller that deploys registry versions into Triton (`controller`), the admin
+API (`admin`) and the `serving model ...` commands.
 
-Only `state`, `routing` and `admin` are imported by the gateway's workers; the controller runs in its own process
-(`serving controller`) and is the only part that talks to the registry (MLflow) and to Triton's model-control API.
+The gateway's workers import only `state`, `transitions`, `routing` and `admin` (no registry client, no model-control
+client). The controller runs in its own process (`serving controller`); it is the only part that acts on Triton's
+model-control API and the only serving part that talks to the registry (MLflow): it reads versions and their
+lineage, which it copies into the state (what `GET /models/{endpoint}` shows), and tags and promotes versions. The
+`serving model register` and `serving train` commands write to the registry directly, outside any serving process.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import APIRouter, Depends, Request
@@ -17,11 +18,10 @@ from pydantic import BaseModel, Field, model_validator
 
 from observability.metrics import endpoint_request_counts
 from services.api.openapi import OK, errors
-from services.common.errors import Conflict, InvalidInput, NotFound, Unauthorized, Unavailable
+from services.common.errors import NotFound, Unauthorized, Unavailable
+from services.lifecycle import transitions
 from services.lifecycle.routing import effective_weights
-from services.lifecycle.state import Deployments, DeploymentStore, EndpointState, Rollout
-
-RESERVED_NAMES = {"encoder", "tokenizer", "ensemble"}
+from services.lifecycle.state import DeploymentStore, EndpointState
 
 
 class AutoUpdate(BaseModel):
@@ -69,12 +69,6 @@ def _token(settings) -> str | None:
     return None
 
 
-def _endpoint(state: Deployments, name: str) -> EndpointState:
-    if name not in state.endpoints:
-        raise NotFound(f"no deployed endpoint '{name}'; deployed: {', '.join(sorted(state.endpoints)) or 'none'}")
-    return state.endpoints[name]
-
-
 def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], float]) -> dict:
     shares = effective_weights(endpoint)
     versions = []
@@ -101,8 +95,17 @@ def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], f
 
 
 def admin_router(settings) -> APIRouter:
+    """`/admin/...` behind the admin token, and the open `GET /models/{endpoint}`. The routes are plain functions:
+    FastAPI runs them in its thread pool, so the state file's lock and writes never block the worker's event loop."""
     store = DeploymentStore(settings.deployments_file) if settings.deployments_file else None
-    expected = _token(settings)
+    router = APIRouter()
+    router.include_router(_admin_routes(store, _authorizer(store, _token(settings))))
+    router.include_router(_lineage_routes(store))
+    return router
+
+
+def _authorizer(store: DeploymentStore | None, expected: str | None) -> Callable[[Request], DeploymentStore]:
+    """The dependency every admin route has: the right bearer token, then the deployment state it changes."""
 
     def authorized(request: Request) -> DeploymentStore:
         if expected is None:
@@ -115,6 +118,11 @@ def admin_router(settings) -> APIRouter:
             raise Unavailable("no deployment state is configured (GATEWAY_DEPLOYMENTS_FILE)")
         return store
 
+    return authorized
+
+
+def _admin_routes(store: DeploymentStore | None, authorized: Callable[[Request], DeploymentStore]) -> APIRouter:
+    """Each route runs only once `authorized` passed, which refuses the request when `store` is None."""
     admin = APIRouter(
         prefix="/admin",
         dependencies=[Depends(authorized)],
@@ -123,78 +131,41 @@ def admin_router(settings) -> APIRouter:
     )
 
     @admin.get("/endpoints", summary="Every deployed endpoint: versions, state, traffic share, requests so far")
-    async def list_endpoints() -> dict:
+    def list_endpoints() -> dict:
         counts = endpoint_request_counts()
-        state = store.read()
-        return {"endpoints": [describe(n, e, counts) for n, e in sorted(state.endpoints.items())]}
+        return {"endpoints": [describe(n, e, counts) for n, e in sorted(store.read().endpoints.items())]}
 
     @admin.put("/endpoints/{endpoint}/auto-update", summary="Deploy every new version of a registered model")
-    async def auto_update(endpoint: str, body: AutoUpdate) -> dict:
-        if endpoint in RESERVED_NAMES:
-            raise InvalidInput(f"'{endpoint}' names a model of the built-in stack; choose another endpoint name")
-
-        def change(state: Deployments) -> None:
-            item = state.endpoints.setdefault(endpoint, EndpointState())
-            item.registered_name, item.max_versions = body.name, body.max_versions
-
-        store.update(change)
+    def auto_update(endpoint: str, body: AutoUpdate) -> dict:
+        store.update(lambda s: transitions.set_auto_update(s, endpoint, body.name, body.max_versions))
         return {"endpoint": endpoint, "registered_name": body.name, "max_versions": body.max_versions}
 
     @admin.put("/endpoints/{endpoint}/canary", summary="Split traffic by weight over versions")
-    async def canary(endpoint: str, body: Canary) -> dict:
-        def change(state: Deployments) -> dict:
-            item = _endpoint(state, endpoint)
-            if body.versions is not None:
-                for version in body.versions:
-                    if version not in item.versions or item.versions[version].state != "live":
-                        raise Conflict(f"version {version} of '{endpoint}' is not live; live: {item.live()}")
-                item.weights, item.newest_weights = dict(zip(body.versions, body.weights, strict=True)), []
-            else:
-                item.weights, item.newest_weights = {}, list(body.weights)
-            if item.rollout and item.rollout.status == "running":
-                item.rollout.status, item.rollout.outcome = "rolled_back", "replaced by a canary split"
-            return effective_weights(item)
-
-        return {"endpoint": endpoint, "traffic": store.update(change)}
+    def canary(endpoint: str, body: Canary) -> dict:
+        traffic = store.update(lambda s: transitions.canary(s, endpoint, body.weights, body.versions))
+        return {"endpoint": endpoint, "traffic": traffic}
 
     @admin.post("/endpoints/{endpoint}/rollout", summary="Move traffic to a version step by step, with rollback")
-    async def rollout(endpoint: str, body: RolloutRequest) -> dict:
-        def change(state: Deployments) -> Rollout:
-            item = _endpoint(state, endpoint)
-            target = item.versions.get(body.version)
-            if target is None or target.state not in ("live", "loading"):
-                raise Conflict(f"version {body.version} of '{endpoint}' is not deployed; live: {item.live()}")
-            shares = effective_weights(item)
-            stable = max((v for v in shares if v != body.version), key=lambda v: shares[v], default=None)
-            if stable is None:
-                raise Conflict(f"'{endpoint}' has no other live version to compare version {body.version} with")
-            item.rollout = Rollout(stable=stable, **body.model_dump())
-            item.weights, item.newest_weights = {}, []
-            return item.rollout
-
-        return {"endpoint": endpoint, "rollout": store.update(change).model_dump()}
+    def rollout(endpoint: str, body: RolloutRequest) -> dict:
+        started = store.update(lambda s: transitions.start_rollout(s, endpoint, **body.model_dump()))
+        return {"endpoint": endpoint, "rollout": started.model_dump()}
 
     @admin.delete("/endpoints/{endpoint}/versions/{version}", summary="Drain and unload a version")
-    async def remove(endpoint: str, version: str) -> dict:
-        def change(state: Deployments) -> None:
-            item = _endpoint(state, endpoint)
-            if version not in item.versions:
-                raise NotFound(f"'{endpoint}' has no version {version}")
-            item.versions[version].state, item.versions[version].drain_started = "draining", time.time()
-            item.weights.pop(version, None)
-
-        store.update(change)
+    def remove(endpoint: str, version: str) -> dict:
+        now = time.time()
+        store.update(lambda s: transitions.remove(s, endpoint, version, now))
         return {"endpoint": endpoint, "version": version, "state": "draining"}
 
+    return admin
+
+
+def _lineage_routes(store: DeploymentStore | None) -> APIRouter:
     lineage = APIRouter(tags=["lifecycle"], responses=OK | errors(404, 422))
 
     @lineage.get("/models/{endpoint}", summary="What each version of an endpoint is and where it came from")
-    async def models(endpoint: str) -> dict:
+    def models(endpoint: str) -> dict:
         if store is None:
             raise NotFound("no deployment state is configured on this server")
-        return describe(endpoint, _endpoint(store.read(), endpoint), endpoint_request_counts())
+        return describe(endpoint, transitions.endpoint(store.read(), endpoint), endpoint_request_counts())
 
-    router = APIRouter()
-    router.include_router(admin)
-    router.include_router(lineage)
-    return router
+    return lineage

@@ -10,7 +10,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,7 +64,7 @@ class EndpointState(BaseModel):
     """Live versions kept; older ones are drained and unloaded."""
     contract_inputs: list[TensorSpec] = Field(default_factory=list)
     contract_outputs: list[TensorSpec] = Field(default_factory=list)
-    """The endpoint's tensor contract, fixed by its first version: a version that differs is refused."""
+    """The endpoint's tensor contract, fixed by its first version: a version that differs is rejected."""
     versions: dict[str, VersionState] = Field(default_factory=dict)
     weights: dict[str, float] = Field(default_factory=dict)
     """Canary split by version (`serving model canary --versions`); empty: the newest live version takes all."""
@@ -95,6 +94,10 @@ class DeploymentStore:
         except (ValidationError, ValueError) as exc:
             raise ConfigurationError(f"deployment state {self.path} is invalid: {exc}") from None
 
+    def endpoint(self, name: str) -> EndpointState | None:
+        """One endpoint as the file has it now (no lock: a reader sees the last complete write)."""
+        return self.read().endpoints.get(name)
+
     @contextmanager
     def _locked(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +117,3 @@ class DeploymentStore:
             tmp.write_text(json.dumps(state.model_dump(exclude_none=True), indent=2) + "\n")
             os.replace(tmp, self.path)
         return result
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,4 +1,5 @@
-"""A tiny randomly initialised BERT checkpoint, written locally in about a second: for tests and smoke runs.
+"""A tiny randomly initialised BERT checkpoint, written locally in about a second once torch is imported: for
+tests and smoke runs.
 
 It is a real Hugging Face checkpoint directory (config.json, safetensors weights, a WordPiece tokenizer.json), so
 the same export and serving code paths run on it as on a downloaded model.

@@ -1,12 +1,14 @@
-"""The MLflow adapter: register a built model with its lineage, list and fetch versions, tag and promote them,
-and read the lineage of a version back (run, parent pipeline run and its steps, data sets, artifact hashes)."""
+"""The MLflow adapter: build and register a checkpoint with its lineage, list and fetch versions, tag and promote
+them, and read the lineage of a version back (run, parent pipeline run and its steps, data sets, artifact hashes).
+
+`register` is `build` (the project's export) followed by `publish` (log the built directory and register it), so a
+directory built elsewhere, or written by a test without torch, takes the same path into the registry."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import hashlib
-import json
 import logging
 import subprocess
 import tempfile
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from services.common.contract import MANIFEST_FILE, Manifest, sha256_file
 from services.common.errors import ConfigurationError, NotFound
+from services.registry.lineage import UiLinks, datasets, pipeline
 from services.registry.settings import RegistrySettings
 
 log = logging.getLogger(__name__)
@@ -92,23 +95,26 @@ class ModelRegistry:
 
         with tempfile.TemporaryDirectory() as tmp:
             model_dir = Path(tmp) / ARTIFACT_PATH
-            manifest = build(model_dir, checkpoint)
-            with self._run(run_id, f"register {name}") as run:
-                self.mlflow.log_artifacts(str(model_dir), artifact_path=ARTIFACT_PATH)
-                self.mlflow.log_dict(manifest.source.model_dump(), "lineage/checkpoint.json")
-                self.mlflow.set_tags(
-                    {"code_revision": code_revision(), "model.task": manifest.task, "model.name": manifest.name}
-                )
-                self.mlflow.log_params(
-                    {
-                        f"export.{k}": v
-                        for k, v in manifest.build.model_dump().items()
-                        if k not in ("fingerprint", "created_at")
-                    }
-                )
-                if dataset is not None:
-                    self.log_dataset(dataset)
-                run_id = run.info.run_id
+            build(model_dir, checkpoint)
+            return self.publish(model_dir, name, dataset=dataset, run_id=run_id)
+
+    def publish(
+        self, model_dir: Path, name: str, *, dataset: DatasetRef | None = None, run_id: str | None = None
+    ) -> dict:
+        """Log a built model directory (manifest, tokenizer, ONNX file) into a run with its lineage (checkpoint
+        files, code revision, export options, data set) and register it as a new version of `name`."""
+        manifest = Manifest.load(model_dir)
+        with self._run(run_id, f"register {name}") as run:
+            self.mlflow.log_artifacts(str(model_dir), artifact_path=ARTIFACT_PATH)
+            self.mlflow.log_dict(manifest.source.model_dump(), "lineage/checkpoint.json")
+            self.mlflow.set_tags(
+                {"code_revision": code_revision(), "model.task": manifest.task, "model.name": manifest.name}
+            )
+            build_options = manifest.build.model_dump(exclude={"fingerprint", "created_at"})
+            self.mlflow.log_params({f"export.{k}": v for k, v in build_options.items()})
+            if dataset is not None:
+                self.log_dataset(dataset)
+            run_id = run.info.run_id
         if not self.client.search_registered_models(filter_string=f"name = '{name}'"):
             self.client.create_registered_model(name)
         version = self.client.create_model_version(
@@ -170,56 +176,26 @@ class ModelRegistry:
         self.client.set_registered_model_alias(name, alias, version)
 
     def lineage(self, name: str, version: str, model_dir: Path | None = None) -> dict:
-        """Where a version came from, for `GET /models/{endpoint}` and the controller's records."""
+        """Where a version came from (registry entry, run, pipeline and its steps, data sets, code revision, and the
+        artifact hashes of `model_dir` when given), with links into the MLflow UI: the controller stores it with
+        the deployed version, and `GET /models/{endpoint}` shows it."""
         found = self.client.get_model_version(name, version)
         run = self.client.get_run(found.run_id)
-        ui = self.settings.ui_url.rstrip("/")
-        experiment = run.info.experiment_id
-        parent_id = run.data.tags.get("mlflow.parentRunId")
-        runs = [run]
+        links = UiLinks(self.settings.ui_url.rstrip("/"))
         lineage = {
-            "registry": {"name": name, "version": version, "url": f"{ui}/#/models/{name}/versions/{version}"},
-            "run": {
-                "id": run.info.run_id,
-                "name": run.info.run_name,
-                "url": f"{ui}/#/experiments/{experiment}/runs/{run.info.run_id}",
-            },
+            "registry": {"name": name, "version": version, "url": links.version(name, version)},
+            "run": {"id": run.info.run_id, "name": run.info.run_name, "url": links.run(run)},
             "code_revision": run.data.tags.get("code_revision"),
         }
+        runs = [run]
+        parent_id = run.data.tags.get("mlflow.parentRunId")
         if parent_id:
             parent = self.client.get_run(parent_id)
-            steps = self.client.search_runs([experiment], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+            experiments = list(dict.fromkeys([parent.info.experiment_id, run.info.experiment_id]))
+            steps = self.client.search_runs(experiments, filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
             runs += [parent, *steps]
-            lineage["pipeline"] = {
-                "id": parent_id,
-                "name": parent.info.run_name,
-                "url": f"{ui}/#/experiments/{experiment}/runs/{parent_id}",
-                "steps": sorted(
-                    (
-                        {
-                            "name": s.info.run_name,
-                            "id": s.info.run_id,
-                            "url": f"{ui}/#/experiments/{experiment}/runs/{s.info.run_id}",
-                        }
-                        for s in steps
-                    ),
-                    key=lambda s: s["name"] or "",
-                ),
-            }
-        datasets = {}
-        for item in runs:
-            for dataset_input in item.inputs.dataset_inputs if item.inputs else []:
-                entity = dataset_input.dataset
-                tags = {t.key: t.value for t in dataset_input.tags}
-                datasets[entity.digest] = {
-                    "name": entity.name,
-                    "digest": entity.digest,
-                    "version": tags.get("version"),
-                    "source": json.loads(entity.source).get("uri", entity.source)
-                    if entity.source.startswith("{")
-                    else entity.source,
-                }
-        lineage["datasets"] = list(datasets.values())
+            lineage["pipeline"] = pipeline(parent, steps, links)
+        lineage["datasets"] = datasets(runs)
         if model_dir is not None and (model_dir / MANIFEST_FILE).is_file():
             lineage["artifacts"] = Manifest.load(model_dir).files
         return lineage

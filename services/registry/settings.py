@@ -1,4 +1,7 @@
-"""Registry settings: where MLflow keeps runs, artifacts and registered models."""
+"""Registry settings: where MLflow keeps runs, artifacts and registered models.
+
+Built when a registry is opened (the commands, the controller), never at import: the run directory comes from
+SERVING_RUN_DIR at that moment, like every other entry point's `RunSettings`."""
 
 from __future__ import annotations
 
@@ -7,18 +10,18 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.launcher import RUN_DIR
-
 
 class RegistrySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REGISTRY_", extra="ignore", populate_by_name=True)
 
+    run_dir: Path = Field(Path("run"), validation_alias=AliasChoices("SERVING_RUN_DIR", "run_dir"))
+    """The run directory (`SERVING_RUN_DIR`), home of the embedded store by default."""
     tracking_uri: str | None = Field(
         None, validation_alias=AliasChoices("MLFLOW_TRACKING_URI", "REGISTRY_TRACKING_URI")
     )
     """MLflow tracking and registry URI; default: an SQLite store in the run directory (no server to start)."""
-    artifact_root: Path = Field(default_factory=lambda: RUN_DIR / "mlflow" / "artifacts")
-    """Where the embedded store keeps artifacts (a tracking server decides its own)."""
+    artifact_root: Path = Field(default_factory=lambda data: data["run_dir"] / "mlflow" / "artifacts")
+    """Where the embedded store keeps artifacts (a tracking server decides its own); default: run/mlflow/artifacts."""
     ui_url: str = "http://127.0.0.1:5000"
     """The MLflow UI (`make registry`) that lineage links point to."""
     experiment: str = "transformer-serving"
@@ -26,7 +29,7 @@ class RegistrySettings(BaseSettings):
 
     @property
     def uri(self) -> str:
-        return self.tracking_uri or f"sqlite:///{(RUN_DIR / 'mlflow' / 'mlflow.db').resolve()}"
+        return self.tracking_uri or f"sqlite:///{(self.run_dir / 'mlflow' / 'mlflow.db').resolve()}"
 
     @property
     def artifact_uri(self) -> str:

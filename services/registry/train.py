@@ -107,12 +107,14 @@ def run_pipeline(name: str, epochs: int = 3, data: Path = DATA, registry: ModelR
     dataset = DatasetRef(data, "sentiment", DATA_VERSION)
     experiment = registry.experiment_id()
     started = time.monotonic()
+    # Each step names the experiment too: a nested run does not inherit its parent's, and would land in MLflow's
+    # Default experiment, its artifacts under ./mlruns wherever the command ran.
     with (
         mlflow.start_run(experiment_id=experiment, run_name=f"train {name}") as parent,
         tempfile.TemporaryDirectory() as tmp,
     ):
         mlflow.set_tags({"pipeline": "serving train", "dataset.digest": dataset.digest})
-        with mlflow.start_run(run_name="1 prepare", nested=True):
+        with mlflow.start_run(experiment_id=experiment, run_name="1 prepare", nested=True):
             rows = read_rows(data)
             train_rows, eval_rows = split(rows, 0.8, seed=0)
             registry.log_dataset(dataset)
@@ -120,13 +122,13 @@ def run_pipeline(name: str, epochs: int = 3, data: Path = DATA, registry: ModelR
                 {"rows": len(rows), "train_rows": len(train_rows), "eval_rows": len(eval_rows), "split_seed": 0}
             )
         checkpoint = Path(tmp) / f"{name}-minilm"
-        with mlflow.start_run(run_name="2 train", nested=True):
+        with mlflow.start_run(experiment_id=experiment, run_name="2 train", nested=True):
             mlflow.log_params({"base_model": "all-MiniLM-L6-v2", "epochs": epochs, "batch_size": 16, "lr": 5e-5})
             fine_tune(train_rows, checkpoint, epochs, lambda epoch, loss: mlflow.log_metric("loss", loss, step=epoch))
-        with mlflow.start_run(run_name="3 evaluate", nested=True):
+        with mlflow.start_run(experiment_id=experiment, run_name="3 evaluate", nested=True):
             scores = evaluate(checkpoint, eval_rows)
             mlflow.log_metrics(scores)
-        with mlflow.start_run(run_name="4 register", nested=True) as register_run:
+        with mlflow.start_run(experiment_id=experiment, run_name="4 register", nested=True) as register_run:
             registered = registry.register(checkpoint, name, dataset=dataset, run_id=register_run.info.run_id)
         mlflow.log_metrics({**scores, "pipeline_seconds": time.monotonic() - started})
     return {**registered, "pipeline_run_id": parent.info.run_id, **{k: round(v, 4) for k, v in scores.items()}}

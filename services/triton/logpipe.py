@@ -1,10 +1,11 @@
 """Triton's log as JSON lines: runs tritonserver and rewrites each line it prints (and its Python-backend stubs
-print) as one JSON object with time, service, level and message, so `serving logs` merges it with the others.
+print) as one JSON object with time, service, level, logger and message, so `serving logs` merges it with the others.
 
     python -m services.triton.logpipe -- tritonserver --model-repository=...
 
-Triton's own format is `I1130 00:08:34.332 123 file.cc:42] "message"` (I/W/E/F for the level). The CUDA, NVML and
-DCGM errors Triton prints when it finds no GPU are marked `"no_gpu": true`: expected on a CPU machine.
+Triton's own format is `I1130 00:08:34.332 123 file.cc:42] "message"` (I/W/E/F for the level); other lines keep
+level INFO. The errors and warnings Triton prints when it finds no GPU (CUDA, NVML, DCGM) are marked
+`"no_gpu": true`: expected on a CPU machine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ NO_GPU = re.compile(r"CUDA|NVML|DCGM|cuda|GPU|unable to create stream", re.IGNOR
 
 
 def to_json(line: str) -> str:
+    """One line of Triton's output as a JSON log line, stamped now (Triton's own stamp has no date)."""
     now = time.time()
     entry = {
         "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z",
@@ -43,6 +45,7 @@ def to_json(line: str) -> str:
 
 
 def main() -> int:
+    """Run the command after `--`, rewrite its output line by line, exit with its exit code."""
     argv = sys.argv[1:]
     if argv and argv[0] == "--":
         argv = argv[1:]

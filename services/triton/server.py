@@ -23,6 +23,8 @@ PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 @dataclass(frozen=True)
 class TritonPorts:
+    """Triton's three ports (KServe v2 HTTP, gRPC, Prometheus metrics) and the address they bind."""
+
     http: int = 8000
     grpc: int = 8001
     metrics: int = 8002
@@ -33,6 +35,8 @@ class TritonPorts:
 
 @dataclass(frozen=True)
 class TritonInstall:
+    """Where the wheel keeps tritonserver and the shared libraries it was built against."""
+
     root: Path  # .../site-packages/pytriton/tritonserver
     libs: Path  # .../site-packages/nvidia_pytriton.libs
 
@@ -46,6 +50,7 @@ class TritonInstall:
 
 
 def find_install() -> TritonInstall:
+    """The tritonserver of the installed nvidia-pytriton wheel, with a stub for this Python; else what to do."""
     spec = importlib.util.find_spec("pytriton")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigurationError("nvidia-pytriton is not installed: run `make setup`")
@@ -67,6 +72,7 @@ def missing_libraries(install: TritonInstall, binary: Path) -> list[str]:
 
 
 def prepare_backends(install: TritonInstall, dest: Path) -> Path:
+    """A fresh copy of the wheel's backends at `dest`, with this Python's stub in the Python backend."""
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(install.root / "backends", dest, ignore=shutil.ignore_patterns("__pycache__"))
@@ -75,6 +81,8 @@ def prepare_backends(install: TritonInstall, dest: Path) -> Path:
 
 
 def check_environment(install: TritonInstall) -> None:
+    """Fail before the start when the binary or the stub misses a shared library (naming the Debian package for
+    libpython)."""
     for binary in (install.binary, install.stub):
         missing = missing_libraries(install, binary)
         if missing:
@@ -91,6 +99,8 @@ def triton_process(
     extra_args: list[str] | None = None,
     name: str = "triton",
 ) -> ProcessSpec:
+    """tritonserver serving `repository` in explicit model-control mode with `models` loaded, its backends prepared
+    under `run_dir`; strict readiness, exit on a load error, metrics without GPU metrics."""
     install = find_install()
     check_environment(install)
     backends = prepare_backends(install, run_dir / f"{name}-backends")

@@ -7,7 +7,8 @@ takes its share: `make soak` checks and charts it); asserted only not to collaps
 cause. The full 60 s overload and the 30-minute soak are `make soak`.
 """
 
-from loadtest.overload import OverloadConfig, overload
+from loadtest.overload.config import OverloadConfig
+from loadtest.overload.phases import overload
 from loadtest.stackrun import running_stack
 
 SHORT = OverloadConfig(

@@ -2,7 +2,7 @@
 gateway and controller processes of STACK=clearml, traffic from the project's load generator.
 
 One stack for the module; each test works on the endpoint `emb`, fed by registered model `tiny-emb`, in order:
-auto-update under load, canary split, rollback of a version failing half its requests, refusal of another contract,
+auto-update under load, canary split, rollback of a version failing half its requests, rejection of another contract,
 a controller killed mid-rollout, a corrupt upload, an unreachable registry."""
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def register_dir(stack: Stack, model_dir: Path, run_name: str) -> str:
 def test_a_version_failing_half_its_requests_is_rolled_back_and_tagged(stack, tmp_path):
     """The broken version: its manifest promises 64 tokens, its model has 24 positions. It passes every deployment
     check (the warm-up texts have at most 23 tokens) and fails every request longer than 24 tokens: half of this
-    traffic. (With 16 positions the controller's own check fails it: refused at deployment, never served.)"""
+    traffic. (With 16 positions the controller's own check fails it: rejected at deployment, never served.)"""
     from services.common.contract import Manifest
     from services.modelbuild.export import build
     from services.modelbuild.tiny import write_tiny_checkpoint
@@ -219,12 +219,12 @@ def test_a_version_failing_half_its_requests_is_rolled_back_and_tagged(stack, tm
     assert all(r.code == 200 for r in results if r.timestamp > settle), "after the rollback every request succeeds"
 
 
-def test_a_version_with_another_tensor_contract_is_refused(stack, checkpoints):
+def test_a_version_with_another_tensor_contract_is_rejected(stack, checkpoints):
     assert stack.registry.register(checkpoints["wide"], "tiny-emb")["version"] == "4"
-    stack.wait_for("the refusal", lambda: stack.versions().get("4", {}).get("state") == "rejected", timeout=90)
+    stack.wait_for("the rejection", lambda: stack.versions().get("4", {}).get("state") == "rejected", timeout=90)
     assert "tensor contract" in stack.versions()["4"]["reason"]
     tags = {v.version: v.tags for v in stack.registry.versions("tiny-emb")}
-    assert tags["4"]["deployment"] == "refused"
+    assert tags["4"]["deployment"] == "rejected"
     assert httpx.get(f"{stack.triton}/v2/models/emb/versions/4/ready", timeout=5).status_code != 200
     assert stack.serve().status_code == 200
 
@@ -284,7 +284,7 @@ def test_a_gateway_without_a_built_in_model_starts_and_serves_deployed_endpoints
         gateway.launcher.stop_all()
 
 
-def test_a_corrupt_artifact_is_refused_and_never_served(stack, checkpoints, tmp_path):
+def test_a_corrupt_artifact_is_rejected_and_never_served(stack, checkpoints, tmp_path):
     from services.common.contract import MODEL_FILE
     from services.modelbuild.export import build
 
@@ -300,10 +300,10 @@ def test_a_corrupt_artifact_is_refused_and_never_served(stack, checkpoints, tmp_
             "tiny-emb", source=f"runs:/{run.info.run_id}/model", run_id=run.info.run_id
         ).version
     )
-    stack.wait_for("the refusal", lambda: stack.versions().get(version, {}).get("state") == "rejected", timeout=60)
+    stack.wait_for("the rejection", lambda: stack.versions().get(version, {}).get("state") == "rejected", timeout=60)
     assert "does not match its manifest hash" in stack.versions()[version]["reason"]
     assert httpx.get(f"{stack.triton}/v2/models/emb/versions/{version}/ready", timeout=5).status_code != 200
-    assert {v.version: v.tags for v in stack.registry.versions("tiny-emb")}[version]["deployment"] == "refused"
+    assert {v.version: v.tags for v in stack.registry.versions("tiny-emb")}[version]["deployment"] == "rejected"
     assert stack.serve().status_code == 200
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from loadtest import engine, external
 from loadtest.report import summarize
+from loadtest.spec import warnings_for
 from loadtest.targets import Target
 from loadtest.tracing import ClientTracing, traceparent
 from services.launcher import free_port
@@ -60,7 +61,7 @@ def test_open_loop_keeps_its_rate_and_measures_the_delay(delay_server):
     assert abs(summary["rate"] - 200) / 200 < 0.02, summary["rate"]
     median = summary["latencies"]["50th"] / 1e9
     assert abs(median - DELAY) / DELAY < 0.10, median
-    assert engine.warnings_for(spec, stats) == []
+    assert warnings_for(spec, stats) == []
 
 
 def test_two_generator_processes_share_one_schedule(delay_server):

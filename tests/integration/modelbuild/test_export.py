@@ -8,7 +8,7 @@ from services.common.errors import ModelBuildError
 from services.common.onnx_runner import OnnxModel
 from services.common.outputs import classify
 from services.common.tokenization import TextTokenizer
-from services.modelbuild import export
+from services.modelbuild import export, validation
 from services.modelbuild.checkpoint import inspect_checkpoint
 
 
@@ -75,7 +75,7 @@ def test_build_is_skipped_when_up_to_date_and_redone_when_forced(tiny_model):
 
 
 def test_build_fails_loudly_when_onnx_disagrees_with_pytorch(tiny_model, tmp_path, monkeypatch):
-    monkeypatch.setattr(export, "TOLERANCE", -1.0)  # any difference, even 0, is now too large
+    monkeypatch.setattr(validation, "TOLERANCE", -1.0)  # any difference, even 0, is now too large
     with pytest.raises(ModelBuildError, match="does not match PyTorch"):
         export.build(tmp_path / "out", tiny_model.parent / "checkpoint")
     assert not (tmp_path / "out").exists(), "a failed export leaves no half-written model behind"
@@ -108,3 +108,12 @@ def test_reference_records_what_pytorch_answered(tiny_model):
     mask = encoded["attention_mask"].unsqueeze(-1).float()
     expected = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=1).numpy()
     np.testing.assert_allclose(np.array(reference.outputs[:3]), expected, atol=1e-5)
+
+
+def test_the_saved_tokenizer_leaves_padding_and_truncation_to_the_servers(tiny_model):
+    """Servers pad and truncate from the manifest (`max_seq_length`, their buckets), not from tokenizer.json."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tiny_model / TOKENIZER_FILE))
+    assert tokenizer.padding is None and tokenizer.truncation is None
+    assert Manifest.load(tiny_model).max_seq_length == 64, "the checkpoint's limit, read from its configs"

@@ -1,13 +1,18 @@
 """Every Grafana dashboard query and recording rule is valid PromQL and returns data, on a real Prometheus that
-scraped a real FastAPI stack, a real Triton and the real load generator."""
+scraped a real FastAPI stack, a real gateway, a real Triton and the real load generator. (That the saved dashboards
+are what the code writes is a unit test: tests/unit/observability/test_dashboards.py.)"""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
 
 import httpx
+import pytest
 
 from loadtest import engine
 from loadtest.metrics import GeneratorMetrics
@@ -18,12 +23,26 @@ from services.launcher import Launcher, free_port
 from services.monitoring.statistics import EndpointMetrics, Variable
 from services.prometheus import CONFIG_DIR, prometheus_process
 from services.triton.repository import RenderOptions
-from tests.support.servers import start_gateway, start_http_stack, start_triton
+from tests.support.servers import Server, TritonServer, start_gateway, start_http_stack, start_triton
 
-
-def test_saved_dashboards_are_what_the_code_writes():
-    for name, text in render().items():
-        assert (OUT / name).read_text() == text, f"{name} is stale: run .venv/bin/python -m observability.dashboards"
+FAST_DRIFT = {
+    "SERVING_MONITORING__REFERENCE_SIZE": "20",
+    "SERVING_MONITORING__MIN_SAMPLES": "10",
+    "SERVING_MONITORING__INTERVAL": "1",
+    "GATEWAY_MONITORING__REFERENCE_SIZE": "20",
+    "GATEWAY_MONITORING__MIN_SAMPLES": "10",
+    "GATEWAY_MONITORING__INTERVAL": "1",
+}
+# Grafana's variables as a dashboard with every variable at "All" sends them.
+ALL = {
+    "$__rate_interval": "30s",
+    "$stack": ".*",
+    "$workers": ".*",
+    "$batching": ".*",
+    "$model": ".*",
+    "$job": ".*",
+    "$endpoint": ".*",
+}
 
 
 def test_prometheus_config_and_rules_pass_promtool():
@@ -38,76 +57,77 @@ def query(url: str, expr: str) -> list:
     return answer["data"]["result"]
 
 
-FAST_DRIFT = {
-    "SERVING_MONITORING__REFERENCE_SIZE": "20",
-    "SERVING_MONITORING__MIN_SAMPLES": "10",
-    "SERVING_MONITORING__INTERVAL": "1",
-    "GATEWAY_MONITORING__REFERENCE_SIZE": "20",
-    "GATEWAY_MONITORING__MIN_SAMPLES": "10",
-    "GATEWAY_MONITORING__INTERVAL": "1",
-}
-
-
-def test_every_dashboard_query_returns_data_from_real_scrapes(tmp_path, tiny_model, tiny_classifier):
-    """Two API targets under the `serving` job: the FastAPI stack serving a classifier, the gateway serving the
-    embedding model with declared custom statistics; Triton; the load generator."""
-    triton = start_triton(tmp_path / "triton", tiny_model, RenderOptions(batching=True))
-    api = start_http_stack(tmp_path / "api", tiny_classifier, env=FAST_DRIFT)
-    (tmp_path / "gateway").mkdir()
-    declared = EndpointMetrics(variables={"tokens": Variable(kind="scalar", buckets=[2, 4, 8, 16])})
-    EndpointsFile(metrics={"minilm": declared}).write(tmp_path / "gateway" / "endpoints.json")
-    gateway = start_gateway(tmp_path / "gateway", tiny_model, triton, env=FAST_DRIFT)
-    metrics = GeneratorMetrics()
-    generator_port = free_port()
-    metrics.serve(generator_port)
+def scrape_config(api: Server, gateway: Server, triton: TritonServer, generator_port: int) -> str:
+    """The project's Prometheus config pointed at this test's servers (both APIs under the `serving` job), scraping
+    and evaluating every second so that a few seconds of traffic give rate() several samples."""
     config = (CONFIG_DIR / "prometheus.yml").read_text()
     targets = f'"{api.url.removeprefix("http://")}", "{gateway.url.removeprefix("http://")}"'
     config = config.replace('"127.0.0.1:8080"', targets)
     config = config.replace("127.0.0.1:8002", triton.metrics_url.removeprefix("http://").removesuffix("/metrics"))
     config = config.replace("127.0.0.1:9110", f"127.0.0.1:{generator_port}")
-    config = config.replace("scrape_interval: 5s", "scrape_interval: 1s").replace(
+    return config.replace("scrape_interval: 5s", "scrape_interval: 1s").replace(
         "evaluation_interval: 5s", "evaluation_interval: 1s"
     )
-    config_file = tmp_path / "prometheus.yml"
-    config_file.write_text(config)
-    shutil.copy(CONFIG_DIR / "rules.yml", tmp_path / "rules.yml")
-    port = free_port()
-    launcher = Launcher(tmp_path)
-    try:
+
+
+def drive_traffic(api: Server, gateway: Server, triton: TritonServer, metrics: GeneratorMetrics) -> None:
+    """Traffic for every scraped target, long enough that rate() has several samples: an open-loop attack on both
+    APIs, then a closed loop on Triton's KServe route, each counted by the generator's metrics under its run."""
+    texts = ["hello world", "the quick brown fox"]
+    targets = build_targets(api.url, "serve", texts) + build_targets(gateway.url, "serve", texts)
+    kserve = build_targets(triton.http_url, "kserve", texts)
+    labels = {"stack": "fastapi", "workers": "1", "batching": "on", "rate": "40"}
+    engine.attack(engine.AttackSpec(targets=targets, rate=40, duration=6), metrics.observer(labels))
+    engine.attack(
+        engine.AttackSpec(targets=kserve, rate=None, concurrency=8, duration=3),
+        metrics.observer({**labels, "stack": "triton", "rate": "0"}),
+    )
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory, tiny_model: Path, tiny_classifier: Path) -> Iterator[str]:
+    """The URL of a Prometheus that scraped, during real traffic: the FastAPI stack serving a classifier, the gateway
+    serving the embedding model with declared custom statistics, Triton and the load generator."""
+    tmp_path = tmp_path_factory.mktemp("observability")
+    with ExitStack() as running:
+        triton = start_triton(tmp_path / "triton", tiny_model, RenderOptions(batching=True))
+        running.callback(triton.stop)
+        api = start_http_stack(tmp_path / "api", tiny_classifier, env=FAST_DRIFT)
+        running.callback(api.launcher.stop_all)
+        (tmp_path / "gateway").mkdir()
+        declared = EndpointMetrics(variables={"tokens": Variable(kind="scalar", buckets=[2, 4, 8, 16])})
+        EndpointsFile(metrics={"minilm": declared}).write(tmp_path / "gateway" / "endpoints.json")
+        gateway = start_gateway(tmp_path / "gateway", tiny_model, triton, env=FAST_DRIFT)
+        running.callback(gateway.launcher.stop_all)
+        metrics = GeneratorMetrics()
+        generator_port = free_port()
+        metrics.serve(generator_port)
+        config_file = tmp_path / "prometheus.yml"
+        config_file.write_text(scrape_config(api, gateway, triton, generator_port))
+        shutil.copy(CONFIG_DIR / "rules.yml", tmp_path / "rules.yml")
+        port = free_port()
+        launcher = Launcher(tmp_path)
+        running.callback(launcher.stop_all)
         launcher.start_ready(prometheus_process(config_file, tmp_path / "data", port), detach=True, timeout=60)
-        url = f"http://127.0.0.1:{port}"
-        # traffic for every scraped target, for long enough that rate() has several samples
-        texts = ["hello world", "the quick brown fox"]
-        targets = build_targets(api.url, "serve", texts) + build_targets(gateway.url, "serve", texts)
-        kserve = build_targets(triton.http_url, "kserve", texts)
-        labels = {"stack": "fastapi", "workers": "1", "batching": "on", "rate": "40"}
-        engine.attack(engine.AttackSpec(targets=targets, rate=40, duration=6), metrics.observer(labels))
-        engine.attack(
-            engine.AttackSpec(targets=kserve, rate=None, concurrency=8, duration=3),
-            metrics.observer({**labels, "stack": "triton", "rate": "0"}),
-        )
+        drive_traffic(api, gateway, triton, metrics)
         time.sleep(3)
-        up = query(url, "up")
-        assert {r["metric"]["job"] for r in up if r["value"][1] == "1"} == {"serving", "triton", "loadtest"}
-        variables = {
-            "$__rate_interval": "30s",
-            "$stack": ".*",
-            "$workers": ".*",
-            "$batching": ".*",
-            "$model": ".*",
-            "$job": ".*",
-            "$endpoint": ".*",
-        }
-        for name in render():
-            for expr in queries((OUT / name).read_text()):
-                concrete = expr
-                for variable, value in variables.items():
-                    concrete = concrete.replace(variable, value)
-                assert query(url, concrete), f"{name}: no data for {concrete}"
-        for record in ("loadtest:latency_seconds:p99", "serving:stage_latency_seconds:p99", "triton:batch_size:avg30s"):
-            assert query(url, record), f"recording rule {record} produced nothing"
-    finally:
-        launcher.stop_all()
-        gateway.launcher.stop_all()
-        triton.stop()
-        api.launcher.stop_all()
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_prometheus_scrapes_every_job(prometheus):
+    up = query(prometheus, "up")
+    assert {r["metric"]["job"] for r in up if r["value"][1] == "1"} == {"serving", "triton", "loadtest"}
+
+
+def test_every_dashboard_query_returns_data_from_real_scrapes(prometheus):
+    for name in render():
+        for expr in queries((OUT / name).read_text()):
+            concrete = expr
+            for variable, value in ALL.items():
+                concrete = concrete.replace(variable, value)
+            assert query(prometheus, concrete), f"{name}: no data for {concrete}"
+
+
+def test_every_recording_rule_produces_data(prometheus):
+    for record in ("loadtest:latency_seconds:p99", "serving:stage_latency_seconds:p99", "triton:batch_size:avg30s"):
+        assert query(prometheus, record), f"recording rule {record} produced nothing"

@@ -7,7 +7,9 @@ import contextlib
 import orjson
 import pytest
 
-from services.api.admission import AdmissionMiddleware, is_inference
+from observability.logging import request_id_var
+from services.api.admission import AdmissionMiddleware
+from services.api.paths import is_inference
 
 
 class HeldApp:
@@ -85,3 +87,18 @@ def test_past_the_bound_requests_are_refused_cheaply_and_slots_come_back():
         assert (await call(app, "/serve/minilm"))[0]["status"] == 200
 
     asyncio.run(scenario())
+
+
+def test_the_refusal_is_encoded_once_and_carries_the_request_id():
+    async def scenario():
+        app = AdmissionMiddleware(HeldApp(), limit=0, retry_after=2)
+        request_id_var.set('abc-"1"')  # this task's own context: gone when it ends
+        return await call(app, "/serve/minilm")
+
+    start, sent = asyncio.run(scenario())
+    message = (
+        "this worker is handling 0 requests, its limit (SERVING_/GATEWAY_MAX_INFLIGHT); retry after 2 s, or add workers"
+    )
+    expected = {"error": {"message": message, "type": "overloaded", "code": 429, "request_id": 'abc-"1"'}}
+    assert sent["body"] == orjson.dumps(expected), "the same bytes a per-refusal orjson.dumps would give"
+    assert dict(start["headers"])[b"content-length"] == str(len(sent["body"])).encode()

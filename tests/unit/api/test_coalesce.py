@@ -2,11 +2,12 @@
 middle of a batch, and with a backend failure; a lone request goes at once and alone."""
 
 import asyncio
+from functools import partial
 
 import numpy as np
 import pytest
 
-from services.api.coalesce import Coalescer
+from services.api.coalesce import Coalescer, encode_jobs
 from services.common.contract import TOKENIZER_FILE, Manifest
 from services.common.errors import InvalidInput, Unavailable
 from services.common.tokenization import EncodedBatch, TextTokenizer
@@ -45,7 +46,7 @@ def words(i: int) -> list[str]:
 
 def test_concurrent_requests_share_batches_and_each_gets_its_own_rows(tokenizer):
     backend = Backend()
-    coalescer = Coalescer(tokenizer, backend.infer, max_texts=64, depth=1)
+    coalescer = Coalescer(partial(encode_jobs, tokenizer), backend.infer, max_texts=64, depth=1)
 
     async def scenario():
         return await asyncio.gather(*(coalescer.submit(words(i), True) for i in range(60)))
@@ -60,7 +61,7 @@ def test_concurrent_requests_share_batches_and_each_gets_its_own_rows(tokenizer)
 
 def test_a_failing_text_in_the_middle_fails_only_its_request(tokenizer):
     backend = Backend()
-    coalescer = Coalescer(tokenizer, backend.infer, max_texts=64, depth=1)
+    coalescer = Coalescer(partial(encode_jobs, tokenizer), backend.infer, max_texts=64, depth=1)
     too_long = "word " * 2000
 
     async def scenario():
@@ -78,7 +79,7 @@ def test_a_failing_text_in_the_middle_fails_only_its_request(tokenizer):
 
 def test_a_backend_failure_fails_its_batch_and_the_next_batch_works(tokenizer):
     backend = Backend(fail_on=1)
-    coalescer = Coalescer(tokenizer, backend.infer, max_texts=64, depth=1)
+    coalescer = Coalescer(partial(encode_jobs, tokenizer), backend.infer, max_texts=64, depth=1)
 
     async def scenario():
         first = await asyncio.gather(coalescer.submit(["x"], True), return_exceptions=True)
@@ -93,7 +94,7 @@ def test_a_backend_failure_fails_its_batch_and_the_next_batch_works(tokenizer):
 
 def test_a_lone_request_goes_at_once_and_alone(tokenizer):
     backend = Backend()
-    coalescer = Coalescer(tokenizer, backend.infer, max_texts=64, depth=2)
+    coalescer = Coalescer(partial(encode_jobs, tokenizer), backend.infer, max_texts=64, depth=2)
     batched, job = asyncio.run(coalescer.submit(["alone"], True))
     assert batched.batch_texts == 1 and backend.batches == [1]
     assert job.started_ns - job.submitted_ns < 5_000_000, "no batching delay when nothing is in flight"

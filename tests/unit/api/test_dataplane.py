@@ -1,97 +1,55 @@
-"""The data plane's own logic: admission, limits, which endpoint answers, which stages are timed.
-
-The backends here are small in-process classes written for the test: the unit tier runs no server and no model
-(the real backends, ONNX Runtime in-process and Triton over gRPC, are exercised in tests/integration).
-"""
+"""The data plane's own logic: limits, coalescing, readiness, and what its two entries do with a request: `serve`
+runs an endpoint by its kind and `infer` a model for another protocol, each stage timed once, the endpoint's
+requests counted and its statistics recorded."""
 
 import asyncio
 import gc
 import weakref
 
-import numpy as np
+import orjson
 import pytest
 from prometheus_client import REGISTRY
 
-from services.api.dataplane import DataPlane
-from services.common.backend import ServedModel, SingleModelEndpoint
-from services.common.contract import TOKENIZER_FILE, Manifest
-from services.common.errors import NotFound, PayloadTooLarge
-from services.common.settings import ApiSettings
-from services.common.tokenization import EncodedBatch, TextTokenizer
-from tests.support.models import unit_model_dir
-
-
-class CountingBackend:
-    """Answers each row with its token count, so a test can tell which text produced which row."""
-
-    stage = "unit-backend"
-
-    def __init__(self):
-        self.calls = 0
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-    async def ready(self) -> bool:
-        return True
-
-    async def infer(self, batch: EncodedBatch) -> np.ndarray:
-        self.calls += 1
-        return np.array(batch.token_counts, dtype=np.float32)[:, None]
-
-
-class OneEndpoint:
-    version = "7"
-
-    async def serve(self, version, body):
-        return {"echo": body}
-
-
-class Resolver:
-    def __init__(self, model):
-        self.versioned = SingleModelEndpoint(ServedModel("other", "3", model.manifest, model.tokenizer, model.backend))
-
-    def resolve(self, name):
-        return {"custom": OneEndpoint(), "other": self.versioned}.get(name)
-
-    def names(self):
-        return ["custom", "other"]
-
-    async def start(self): ...
-
-    async def stop(self): ...
+from services.common.backend import ServedModel
+from services.common.contract import TOKENIZER_FILE
+from services.common.errors import BadRequest, NotFound, PayloadTooLarge
+from services.common.tokenization import TextTokenizer
+from tests.unit.api.fakes import CountingBackend, make_dataplane
 
 
 @pytest.fixture
 def dataplane(tmp_path):
-    model_dir = unit_model_dir(tmp_path / "m")
-    manifest = Manifest.load(model_dir)
-    settings = ApiSettings(model_dir=model_dir, max_inflight=2, max_texts=3)
-    tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length)
-    builtin = ServedModel("minilm", "1", manifest, tokenizer, CountingBackend())
-    return DataPlane(settings, builtin, builtin.backend, Resolver(builtin))
+    return make_dataplane(tmp_path)
 
 
-def stage_count(stage: str) -> float:
-    return REGISTRY.get_sample_value("serving_stage_duration_seconds_count", {"stage": stage}) or 0.0
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def stage_counts(*stages: str) -> list[float]:
+    return [sample("serving_stage_duration_seconds_count", stage=stage) for stage in stages]
+
+
+def body(data: dict):
+    async def read() -> bytes:
+        return orjson.dumps(data)
+
+    return read
 
 
 def test_predict_keeps_rows_in_request_order_and_times_the_backend_stage(dataplane):
-    before = stage_count("unit-backend")
-    model = dataplane.model_for("minilm")
+    before = stage_counts("unit-backend")[0]
+    model = dataplane.catalog.model_for("minilm")
     prediction = asyncio.run(dataplane.predict(model, ["hello", "hello world the quick brown fox", "cat"]))
     assert prediction.outputs[:, 0].tolist() == [3, 8, 3] == prediction.token_counts
-    assert stage_count("unit-backend") == before + 1, "the backend names its own stage"
+    assert stage_counts("unit-backend")[0] == before + 1, "the backend names its own stage"
 
 
 def test_coalesced_requests_are_counted_per_request_and_their_texts_per_text(dataplane):
-    def sample(name: str) -> float:
-        return REGISTRY.get_sample_value(name, {"endpoint": "minilm", "version": "1"}) or 0.0
-
+    names = ("serving_endpoint_texts_per_request_count", "serving_endpoint_texts_total")
     dataplane.settings.coalesce = True
-    model = dataplane.model_for("minilm")
-    before = {n: sample(n) for n in ("serving_endpoint_texts_per_request_count", "serving_endpoint_texts_total")}
+    model = dataplane.catalog.model_for("minilm")
+    before = {n: sample(n, endpoint="minilm", version="1") for n in names}
     sizes = [1, 2, 3, 1, 2, 3, 1, 2]
 
     async def run():
@@ -99,13 +57,13 @@ def test_coalesced_requests_are_counted_per_request_and_their_texts_per_text(dat
 
     asyncio.run(run())
     assert dataplane.backend.calls < len(sizes), "the requests were coalesced"
-    assert sample("serving_endpoint_texts_per_request_count") == before["serving_endpoint_texts_per_request_count"] + 8
-    assert sample("serving_endpoint_texts_total") == before["serving_endpoint_texts_total"] + sum(sizes)
+    assert sample(names[0], endpoint="minilm", version="1") == before[names[0]] + 8
+    assert sample(names[1], endpoint="minilm", version="1") == before[names[1]] + sum(sizes)
 
 
 def test_a_retired_version_is_freed_with_its_coalescer(dataplane):
     dataplane.settings.coalesce = True
-    manifest = dataplane.builtin.model.manifest
+    manifest = dataplane.catalog.builtin.model.manifest
     tokenizer = TextTokenizer(dataplane.settings.model_dir / TOKENIZER_FILE, manifest.max_seq_length)
     retired = ServedModel("other", "2", manifest, tokenizer, CountingBackend())
     prediction = asyncio.run(dataplane.predict(retired, ["hello", "cat"]))
@@ -114,36 +72,80 @@ def test_a_retired_version_is_freed_with_its_coalescer(dataplane):
     del retired, tokenizer
     gc.collect()
     assert model_ref() is None and tokenizer_ref() is None, "nothing keeps a retired version alive"
-    assert asyncio.run(dataplane.predict(dataplane.builtin.model, ["cat"])).token_counts == [3]
+    assert asyncio.run(dataplane.predict(dataplane.catalog.builtin.model, ["cat"])).token_counts == [3]
 
 
 def test_more_texts_than_the_limit_is_413(dataplane):
     with pytest.raises(PayloadTooLarge, match="the limit is 3"):
-        asyncio.run(dataplane.predict(dataplane.model_for("minilm"), ["a"] * 4))
+        asyncio.run(dataplane.predict(dataplane.catalog.model_for("minilm"), ["a"] * 4))
     assert dataplane.backend.calls == 0
-
-
-def test_endpoints_resolve_to_the_builtin_model_then_the_resolvers(dataplane):
-    assert dataplane.resolve("custom").version == "7"
-    assert dataplane.model_for("minilm", "1").endpoint == "minilm"
-    assert dataplane.model_for("other").version == "3"
-    with pytest.raises(NotFound, match="this server serves 'minilm', 'custom', 'other'"):
-        dataplane.resolve("nope")
-    with pytest.raises(NotFound, match="available: '1'"):
-        dataplane.model_for("minilm", "2")
-    with pytest.raises(NotFound, match="runs preprocess code"):
-        dataplane.model_for("custom")
-
-
-def test_a_model_name_is_the_builtin_model_or_an_endpoint(dataplane):
-    assert dataplane.model_named(None).endpoint == "minilm"
-    assert dataplane.model_named("unit-embedding").endpoint == "minilm"
-    assert dataplane.model_named("other").version == "3"
-    with pytest.raises(NotFound, match="no model 'gpt'"):
-        dataplane.model_named("gpt")
 
 
 def test_readiness_waits_for_a_warm_up_that_succeeds(dataplane):
     assert not dataplane.ready
     assert asyncio.run(dataplane.is_ready())
     assert dataplane.backend.calls == 3, "three warm-up predictions"
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_serve_runs_the_chosen_version_timing_each_stage_once_and_counting_the_request(dataplane, coalesce):
+    dataplane.settings.coalesce = coalesce
+    stages = ("parse", "preprocess", "unit-backend", "postprocess")
+    before, requests = stage_counts(*stages), "serving_endpoint_requests_total"
+    counted = sample(requests, endpoint="other", version="3", code="200")
+    answer = asyncio.run(dataplane.serve("other", None, body({"texts": ["hello", "cat"]}), None, None))
+    assert (answer.model, answer.version) == ("unit-embedding", "3")
+    assert orjson.loads(answer.body)["tokens"] == [3, 3]
+    assert stage_counts(*stages) == [count + 1 for count in before]
+    assert sample(requests, endpoint="other", version="3", code="200") == counted + 1
+
+
+def test_a_bad_body_is_counted_under_its_endpoint_and_an_unknown_version_is_not(dataplane):
+    requests = "serving_endpoint_requests_total"
+    bad = sample(requests, endpoint="minilm", version="1", code="400")
+
+    async def raw() -> bytes:
+        return b"{ not json"
+
+    with pytest.raises(BadRequest):
+        asyncio.run(dataplane.serve("minilm", None, raw, None, None))
+    assert sample(requests, endpoint="minilm", version="1", code="400") == bad + 1
+    with pytest.raises(NotFound, match="available: '1'"):
+        asyncio.run(dataplane.serve("minilm", "9", body({"text": "x"}), None, None))
+    assert sample(requests, endpoint="minilm", version="9", code="404") == 0, "no series for a version not served"
+
+
+def test_serve_runs_a_pipeline_step_by_step_and_records_its_statistics(dataplane):
+    pipeline = dataplane.catalog.endpoints.pipeline
+    stages = ("parse", "preprocess", "unit-engine", "postprocess")
+    before = stage_counts(*stages)
+    enum = sample("serving_custom_custom_lang_total", version="7", value="en")
+    stray = sample("serving_custom_undeclared_total", endpoint="custom")
+    answer = asyncio.run(dataplane.serve("custom", "7", body({"x": [1, 2]}), None, "application/json"))
+    assert orjson.loads(answer.body) == {"y": [2, 4], "state": {"x": [1, 2]}}
+    assert (answer.model, answer.version) == ("custom", "7")
+    assert pipeline.steps == ["preprocess", "process", "postprocess"]
+    assert stage_counts(*stages) == [count + 1 for count in before]
+    assert sample("serving_custom_custom_lang_total", version="7", value="en") == enum + 1
+    assert sample("serving_custom_undeclared_total", endpoint="custom") == stray + 1
+
+
+def test_a_version_a_pipeline_refuses_is_a_404_counted_under_it(dataplane):
+    refused = sample("serving_endpoint_requests_total", endpoint="custom", version="7", code="404")
+    with pytest.raises(NotFound):
+        asyncio.run(dataplane.serve("custom", "8", body({"x": [1]}), None, None))
+    assert dataplane.catalog.endpoints.pipeline.steps == []
+    assert sample("serving_endpoint_requests_total", endpoint="custom", version="7", code="404") == refused + 1
+
+
+def test_infer_times_the_protocols_parse_and_render_around_the_prediction(dataplane):
+    before = stage_counts("parse", "preprocess", "unit-backend", "postprocess")
+
+    async def parse():
+        return dataplane.catalog.model_for("minilm"), ["hello", "cat"], {"id": "r1"}
+
+    def render(model, prediction, request):
+        return model.endpoint, prediction.token_counts, request["id"]
+
+    assert asyncio.run(dataplane.infer(parse, render)) == ("minilm", [3, 3], "r1")
+    assert stage_counts("parse", "preprocess", "unit-backend", "postprocess") == [count + 1 for count in before]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from services.gateway.settings import GatewaySettings
-from services.lifecycle.controller import ControllerSettings
+from services.lifecycle.settings import ControllerSettings
 from services.registry.settings import RegistrySettings
 from services.triton.repository import repository_dir
 from tests.support.models import ROOT

@@ -1,10 +1,13 @@
-"""Matrix files expand into the configurations they name; every shipped matrix file loads."""
+"""Matrix files expand into the configurations they name; every shipped matrix file loads; the rounds of a run
+come together as medians, the ceiling's references as one, each round's model cost from its own references."""
 
 from pathlib import Path
 
 import pytest
 
-from loadtest.matrix import MatrixConfig, Measurement, RunSpec
+from loadtest.matrix.config import MatrixConfig, RunSpec, settings_text
+from loadtest.matrix.measure import Measurement, cpu_us_per_request, mean_batch
+from loadtest.matrix.summary import aggregate, attach_model_cpu, reference_summary
 from tests.support.models import ROOT
 
 
@@ -53,11 +56,75 @@ def test_the_models_cost_at_a_fractional_batch_lies_between_its_measured_neighbo
 
 
 def test_the_references_of_a_run_average_and_keep_their_first_and_last():
-    from loadtest.matrix import reference_summary
-
     slow = {"rate": 400.0, "batch": 64, "cpu_us_per_sequence": {"1": 6000.0, "16": 4000.0}}
     fast = {"rate": 600.0, "batch": 64, "cpu_us_per_sequence": {"1": 4000.0, "16": 3000.0}}
     found = reference_summary([slow, fast, fast])
     assert found["start"] == 400.0 and found["end"] == 600.0
     assert found["rate"] == pytest.approx(1600 / 3)
     assert found["cpu_us_per_sequence"] == {"1": pytest.approx(14000 / 3), "16": pytest.approx(10000 / 3)}
+
+
+def saturation(stack="triton", throughput=100.0, round_no=1, **fields) -> Measurement:
+    return Measurement(
+        stack, 1, True, "saturation", None, throughput, 1.0, 10, 20, 30, 40, 100, round=round_no, **fields
+    )
+
+
+def test_tuned_entries_and_trace_axes_name_their_configurations():
+    config = MatrixConfig(
+        configs=[
+            {"stack": "clearml", "tuning": {"preferred_batch_sizes": [4, 8], "workers": 2}},
+            {"stack": "fastapi", "trace": [0.0, 0.01]},
+        ]
+    )
+    tuned, untraced, traced = config.runs()
+    assert tuned.tuning == (("preferred_batch_sizes", (4, 8)), ("workers", 2)), "lists frozen: the spec is hashable"
+    assert tuned.tuning_settings() == {"preferred_batch_sizes": [4, 8], "workers": 2}
+    assert tuned.name == "clearml-w1-on-tuned" and hash(tuned)
+    assert settings_text(tuned.tuning) == "preferred_batch_sizes=[4, 8], workers=2" and settings_text(()) == "defaults"
+    assert (untraced.tracing, traced.tracing) == ("no tracing", "trace 1%")
+    assert traced.name == "fastapi-w1-on-trace0.01"
+
+
+def test_triton_s_mean_batch_between_two_readings():
+    assert mean_batch((100.0, 10.0), (420.0, 50.0)) == 8.0
+    assert mean_batch(None, None) == 1.0, "no Triton: in-process ONNX Runtime runs one request a call"
+    assert mean_batch((100.0, 10.0), (100.0, 10.0)) is None, "Triton executed nothing in between"
+
+
+def test_cpu_per_request_of_the_stack_and_of_its_front():
+    assert cpu_us_per_request((1.0, 0.5), (3.0, 1.0), served=1000) == pytest.approx((2000.0, 500.0))
+    assert cpu_us_per_request((1.0, 0.5), (3.0, 1.0), served=0) == (None, None)
+
+
+def test_rounds_come_together_as_medians_with_the_throughput_s_min_max():
+    rows = [
+        saturation("triton", 90.0, 1, cpu_us_per_request=900.0),
+        saturation("fastapi", 50.0, 1),
+        saturation("triton", 110.0, 2, cpu_us_per_request=None),
+        saturation("triton", 100.0, 3, cpu_us_per_request=1100.0),
+    ]
+    triton, fastapi = aggregate(rows)
+    assert (triton.label, triton.rounds, triton.throughput, triton.low, triton.high) == (
+        "triton w1 batching on",
+        3,
+        100.0,
+        90.0,
+        110.0,
+    )
+    assert triton.cpu_us_per_request == 1000.0, "the median of the rounds that measured it"
+    assert triton.spread == pytest.approx(0.2)
+    assert fastapi.rounds == 1 and fastapi.spread == 0.0 and fastapi.cpu_us_per_request is None
+
+
+def test_each_round_is_judged_against_the_references_around_it():
+    references = [{"rate": r, "batch": 8, "cpu_us_per_sequence": {"1": c, "8": c}} for r, c in ((1, 100.0), (1, 300.0))]
+    references.append({"rate": 1, "batch": 8, "cpu_us_per_sequence": {"1": 500.0, "8": 500.0}})
+    first, second = saturation(round_no=1, batch_size=8.0), saturation(round_no=2, batch_size=8.0)
+    unbatched = saturation(round_no=2, batch_size=None)
+    attach_model_cpu([first, second, unbatched], references, rounds=2)
+    assert (first.model_cpu_us_per_sequence, second.model_cpu_us_per_sequence) == (200.0, 400.0)
+    assert unbatched.model_cpu_us_per_sequence is None
+    single = saturation(batch_size=8.0)
+    attach_model_cpu([single], references[:1], rounds=1)
+    assert single.model_cpu_us_per_sequence == 100.0, "one round: the one reference"

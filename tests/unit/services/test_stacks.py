@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import ConfigurationError
-from services.stacks import STACKS, StackOptions, stack_processes
+from services.stacks import STACKS, StackOptions, read_stack_info, stack_processes, write_stack_info
 from services.triton.server import TritonPorts
 from tests.support.models import UNIT_MAX_LENGTH, unit_model_dir
 
@@ -76,3 +76,22 @@ def test_tritons_ports_bind_to_loopback_unless_told_otherwise(options):
     assert {"--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1"} <= set(triton.argv)
     public = replace(options, triton_ports=TritonPorts(9200, 9201, 9202, "0.0.0.0"))
     assert "--grpc-address=0.0.0.0" in stack_processes(public)[0].argv
+
+
+def test_the_stack_description_is_written_into_the_run_directory_and_read_back(options):
+    assert read_stack_info(options.run_dir) == {}, "no stack has written one yet"
+    options.run_dir.mkdir()
+    write_stack_info(replace(options, stack="triton"))
+    info = read_stack_info(options.run_dir)
+    assert info["stack"] == "triton" and info["urls"]["infer"] == "http://127.0.0.1:9200/v2/models/ensemble/infer"
+    assert info["urls"]["triton_metrics"] == "http://127.0.0.1:9202/metrics" and "serve" not in info["urls"]
+
+
+def test_tuning_reaches_only_the_process_it_belongs_to(options):
+    tuned = replace(options, stack="fastapi", tuning={"intra_op_threads": 2, "coalesce_depth": 3, "spin": True})
+    (fastapi,) = stack_processes(tuned)
+    assert fastapi.env["SERVING_INTRA_OP_THREADS"] == "2" and "SERVING_COALESCE_DEPTH" not in fastapi.env
+    triton, gateway, _ = stack_processes(replace(tuned, stack="clearml"))
+    assert gateway.env["GATEWAY_COALESCE_DEPTH"] == "3" and "GATEWAY_INTRA_OP_THREADS" not in gateway.env
+    config = (options.run_dir / "triton-repository" / "encoder" / "config.pbtxt").read_text()
+    assert "max_queue_delay_microseconds: 0" in config, "no Triton delay behind the gateway"

@@ -1,0 +1,29 @@
+"""`loadtest`: attack a stack and report, Vegeta-style; run the benchmark matrix, the tuning, the overload and the
+soak. One module per group of commands (`attack`, `bench`, `overload`), registered here in the order `--help`
+lists them."""
+
+from __future__ import annotations
+
+import typer
+
+from loadtest.cli import attack, bench, overload
+
+app = typer.Typer(
+    help="Open-loop (Vegeta-style) and closed-loop (ab-style) load tests of the serving stacks.", no_args_is_help=True
+)
+app.command("attack")(attack.attack_command)
+app.command("report")(attack.report_command)
+app.command("matrix")(bench.matrix_command)
+app.command("overload")(overload.overload_command)
+app.command("soak")(overload.soak_command)
+app.command("tune")(bench.tune_command)
+app.command("bench")(bench.bench_command)
+app.command("plot")(bench.plot_command)
+app.command("payloads")(attack.payloads_command)
+
+
+def main() -> None:
+    """The console script: user errors end in one line and exit code 2 (`--debug` for the traceback)."""
+    from services.common.cli import run
+
+    run(app)

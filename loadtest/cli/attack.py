@@ -1,0 +1,181 @@
+"""`loadtest attack`, `loadtest report` and `loadtest payloads`: one attack on a running stack and its Vegeta-style
+report, reports over saved results, and what the sentence mixes send."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from loadtest import engine, external, tracing
+from loadtest.cli.options import labels
+from loadtest.report import summarize, text_report
+from loadtest.results import Result, read_results, write_results
+from loadtest.sentences import MIXES, token_histogram
+from loadtest.spec import AttackSpec, AttackStats, warnings_for
+from loadtest.targets import FORMATS, build_targets, read_vegeta_targets
+from services.common.settings import RunSettings
+
+console = Console(stderr=True)
+
+ENGINES = ("builtin", "ab", "vegeta")
+
+
+def attack_command(
+    url: str = typer.Option("http://127.0.0.1:8080", help="Base URL of the stack."),
+    format: str = typer.Option("serve", help=f"Request format: {' | '.join(FORMATS)} (kserve: Triton's ensemble)."),
+    targets: Path = typer.Option(
+        None, help="Vegeta JSON targets file (one JSON object a line); overrides --url/--format."
+    ),
+    mix: str = typer.Option("short", help=f"Sentences to send: {' | '.join(MIXES)}."),
+    texts: int = typer.Option(1, min=1, help="Texts per request."),
+    rate: float = typer.Option(None, help="Requests per second (open loop). Omit for a closed loop."),
+    concurrency: int = typer.Option(8, min=1, help="Closed loop: workers each with one request outstanding."),
+    duration: float = typer.Option(None, help="Seconds to attack (default 10, or until --requests are done)."),
+    requests: int = typer.Option(None, min=1, help="Stop after this many requests (alone: run until they are done)."),
+    timeout: float = typer.Option(30.0, help="Per-request timeout, seconds."),
+    procs: int = typer.Option(1, min=1, help="Generator processes (open loop), when one cannot hold the rate."),
+    engine_name: str = typer.Option("builtin", "--engine", help="builtin | ab | vegeta"),
+    output: Path = typer.Option(None, help="Write per-request results here (Vegeta JSON lines)."),
+    metrics_port: int = typer.Option(None, help="Serve the generator's Prometheus metrics on this port."),
+    label: list[str] = typer.Option([], help="Run label key=value for the metrics (stack, workers, batching, rate)."),
+    report: str = typer.Option("text", help="Report printed at the end: text | json | none."),
+    trace_ratio: float = typer.Option(
+        0.0, min=0.0, max=1.0, help="Share of requests that start a sampled W3C trace (the others carry 'not sampled')."
+    ),
+    otlp_endpoint: str = typer.Option(
+        None, help="Send a client span per sampled request here; default: the stack's own receiver if one is up."
+    ),
+) -> None:
+    """Attack, then print a Vegeta-style report."""
+    spec = AttackSpec(
+        targets=_targets(targets, url, format, mix, texts),
+        rate=rate,
+        concurrency=concurrency,
+        duration=10.0 if duration is None and requests is None else duration,
+        requests=requests,
+        timeout=timeout,
+        name=mix,
+        tracing=tracing.client_tracing(
+            trace_ratio, format, otlp_endpoint, {"loadtest.attack": mix, "loadtest.rate": rate or 0}
+        ),
+    )
+    if engine_name not in ENGINES:
+        raise typer.BadParameter(f"--engine must be builtin, ab or vegeta, not '{engine_name}'")
+    external.check(engine_name, spec)
+    observe = _observer(metrics_port, {"rate": str(rate or 0), **labels(label)})
+    results, stats = _run(engine_name, spec, procs, observe)
+    _log_end(run_log(RunSettings().run_dir), spec, stats, procs)
+    if output:
+        write_results(sorted(results, key=lambda r: r.seq), output)
+    if not results:
+        console.print("no requests were sent")
+        raise typer.Exit(1)
+    if report == "text":
+        print(text_report(summarize(results)))
+    elif report == "json":
+        print(json.dumps(summarize(results), indent=2))
+
+
+def _targets(file: Path | None, url: str, format: str, mix: str, texts: int) -> list:
+    """The targets file's requests, else `texts` sentences of MIX per request in FORMAT to URL."""
+    if file is not None:
+        return read_vegeta_targets(file)
+    if mix not in MIXES:
+        raise typer.BadParameter(f"--mix must be one of {', '.join(MIXES)}")
+    return build_targets(url, format, MIXES[mix](max(200, texts * 50)), texts)
+
+
+def _observer(metrics_port: int | None, run_labels: dict[str, str]):
+    """With a port: the generator's Prometheus metrics served there, and the callback that feeds them."""
+    if not metrics_port:
+        return None
+    from loadtest.metrics import GeneratorMetrics
+
+    generator_metrics = GeneratorMetrics()
+    generator_metrics.serve(metrics_port)
+    return generator_metrics.observer(run_labels)
+
+
+def _run(engine_name: str, spec: AttackSpec, procs: int, observe) -> tuple[list[Result], AttackStats]:
+    """The attack on the chosen engine, behind a progress bar; every result also goes to `observe`."""
+    results: list[Result] = []
+    total = spec.total()
+    columns = (TextColumn("[bold]attack"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("attack", total=total)
+
+        def on_result(result: Result) -> None:
+            results.append(result)
+            progress.advance(task)
+            if observe:
+                observe(result)
+
+        if engine_name == "builtin":
+            stats = engine.attack(spec, on_result, processes=procs)
+        elif engine_name == "ab":
+            stats = external.ab_attack(spec, on_result)
+        else:  # vegeta: the engine name was checked before the attack started
+            stats = external.vegeta_attack(spec, on_result)
+    return results, stats
+
+
+def run_log(run_dir: Path) -> logging.Logger:
+    """JSON lines into the running stack's log directory (RUN_DIR/logs/loadtest.log), beside the servers' own, so
+    `serving logs` shows what the load generator did when; nowhere when no stack has written logs there."""
+    from observability.logging import JsonFormatter
+
+    log = logging.getLogger("loadtest")
+    log_dir = run_dir / "logs"
+    if not log.handlers and log_dir.is_dir():
+        handler = logging.FileHandler(log_dir / "loadtest.log")
+        handler.setFormatter(JsonFormatter(service="loadtest"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
+
+
+def _log_end(log: logging.Logger, spec: AttackSpec, stats: AttackStats, procs: int) -> None:
+    """What ended the attack and the generator's warnings: printed, and logged into the run's log."""
+    console.print(f"ended: {stats.ended_by(spec)}")
+    log.info(
+        "attack %s ended by %s",
+        spec.name,
+        stats.ended_by(spec),
+        extra={"url": spec.targets[0].url, "requests": stats.sent, "rate": spec.rate, "concurrency": spec.concurrency},
+    )
+    for note in warnings_for(spec, stats, procs):
+        console.print(f"[bold red]WARNING:[/] {note}")
+        log.warning(note)
+
+
+def report_command(
+    files: list[Path] = typer.Argument(..., help="Result files (Vegeta JSON lines)."),
+    type: str = typer.Option("text", help="text | json"),
+) -> None:
+    """Report over result files written by `attack --output` (or by `vegeta encode --to json`)."""
+    results = [r for f in files for r in read_results(f)]
+    summary = summarize(results)
+    print(text_report(summary) if type == "text" else json.dumps(summary, indent=2))
+
+
+def payloads_command(
+    tokenizer: Path = typer.Option(Path("build/model/tokenizer.json"), help="Model tokenizer."),
+) -> None:
+    """Token-length histogram of each sentence mix."""
+    from rich.table import Table
+
+    if not tokenizer.is_file():
+        raise FileNotFoundError(
+            f"no tokenizer at {tokenizer.resolve()}: build the model (`make model`) or pass --tokenizer FILE"
+        )
+    histograms = {name: token_histogram(make(500), tokenizer) for name, make in MIXES.items()}
+    table = Table("tokens", *histograms)
+    for bin_name in next(iter(histograms.values())):
+        table.add_row(bin_name, *(str(h[bin_name]) for h in histograms.values()))
+    Console().print(table)

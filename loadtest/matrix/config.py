@@ -1,0 +1,91 @@
+"""The matrix file (`loadtest/matrices/*.toml`) and the configurations it expands into: which stacks, with which
+WORKERS, BATCHING, PADDING, tracing ratio and tuned settings, and how long each phase lasts."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One configuration of the matrix: what `running_stack` brings up, and the name its outputs are filed under."""
+
+    stack: str
+    workers: int
+    batching: bool
+    padding: str = "ragged"
+    trace_ratio: float = 0.0
+    tuning: tuple = ()
+    """(setting, value) pairs from `loadtest tune` (a matrix entry's `tuning` table); lists become tuples so the
+    spec stays hashable."""
+    tracing: str = ""
+    """Set when the matrix varies tracing (a `trace` axis): "trace 1%", "no tracing"; part of the name and label."""
+
+    @property
+    def name(self) -> str:
+        """`clearml-w2-on`, with `-bucket`, `-trace0.01`, `-tuned` when those differ from the defaults: the file and
+        directory name of the configuration's raw results and traces."""
+        suffix = "" if self.padding == "ragged" else f"-{self.padding}"
+        if self.tracing:
+            suffix += f"-trace{self.trace_ratio:g}"
+        if self.tuning:
+            suffix += "-tuned"
+        return f"{self.stack}-w{self.workers}-{'on' if self.batching else 'off'}{suffix}"
+
+    def tuning_settings(self) -> dict:
+        """The tuned settings as `running_stack` takes them (tuples back to lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.tuning}
+
+
+def _frozen(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def settings_text(tuning) -> str:
+    """`max_queue_delay_us=500, encoder_instances=2` (or `defaults`) for the report."""
+    items = dict(tuning)
+    return ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in items.items()) or "defaults"
+
+
+@dataclass
+class MatrixConfig:
+    """A matrix file: its `[[configs]]` entries (each axis a list) and the phases every configuration goes through."""
+
+    configs: list[dict]
+    mix: str = "short"
+    texts_per_request: int = 1
+    concurrency: int = 32
+    warmup_seconds: float = 2
+    saturation_seconds: float = 8
+    load_seconds: float = 5
+    load_levels: list[float] = field(default_factory=lambda: [0.25, 0.5, 0.75, 1.0, 1.25])
+    ceiling_seconds: float = 10
+    rounds: int = 1
+    """Interleaved rounds (A B C, A B C, ...): each figure is reported as the median with its min-max; the open-loop
+    levels run in the last round."""
+    trace_ratio: float = 0.0
+    """Share of requests traced end to end; > 0 stores each configuration's traces and adds the stage breakdown and
+    the bottleneck verdict to the report."""
+
+    @classmethod
+    def load(cls, path: Path) -> MatrixConfig:
+        return cls(**tomllib.loads(Path(path).read_text()))
+
+    def runs(self) -> list[RunSpec]:
+        """Every entry expanded over its axes, in file order (workers, then batching, padding, trace ratio)."""
+        return [run for entry in self.configs for run in self._expand(entry)]
+
+    def _expand(self, entry: dict) -> list[RunSpec]:
+        tuning = tuple(sorted((k, _frozen(v)) for k, v in entry.get("tuning", {}).items()))
+        runs = []
+        for workers in entry.get("workers", [1]):
+            for batching in entry.get("batching", ["on"]):
+                for padding in entry.get("padding", ["ragged"]):
+                    for ratio in entry.get("trace", [self.trace_ratio]):
+                        label = (f"trace {ratio:.0%}" if ratio else "no tracing") if "trace" in entry else ""
+                        runs.append(
+                            RunSpec(entry["stack"], int(workers), batching == "on", padding, ratio, tuning, label)
+                        )
+        return runs

@@ -1,0 +1,109 @@
+"""`loadtest matrix` (and `loadtest bench`, `loadtest plot`): run every configuration of a matrix file in
+interleaved rounds, the raw ONNX Runtime ceiling measured before the first round and after each round (every round
+is judged against its own machine), then write results/<run-id>/."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+from pathlib import Path
+
+from rich.console import Console
+
+from loadtest.ceiling import ceiling
+from loadtest.matrix.config import MatrixConfig
+from loadtest.matrix.measure import Measurement, run_config
+from loadtest.matrix.report import write_outputs
+from loadtest.matrix.summary import attach_model_cpu, reference_summary
+from loadtest.metrics import GeneratorMetrics
+from loadtest.sentences import MIXES
+
+console = Console(stderr=True)
+
+
+def machine_info() -> dict:
+    """machine.json: CPUs, platform, Python, the versions of the packages that set the figures, the date."""
+    packages = {}
+    for name in ("onnxruntime", "tokenizers", "nvidia-pytriton", "tritonclient", "fastapi", "uvicorn", "gunicorn"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            packages[name] = importlib.metadata.version(name)
+    cpu_model = ""
+    with contextlib.suppress(OSError, StopIteration):
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        cpu_model = next(line.split(":", 1)[1].strip() for line in lines if "model name" in line)
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "packages": packages,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_port: int | None = None) -> Path:
+    """The whole run into OUT_ROOT/<run-id>/ (returned); with `metrics_port`, the generator's Prometheus metrics
+    are served there while it runs."""
+    out = out_root / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    raw_dir = out / "raw"
+    raw_dir.mkdir(parents=True)
+    metrics = None
+    if metrics_port:
+        metrics = GeneratorMetrics()
+        metrics.serve(metrics_port)
+    info = machine_info()
+    texts = MIXES[config.mix](512)
+    references = [ceiling(model_dir, texts, config.ceiling_seconds)]
+    console.print(
+        f"raw ONNX Runtime ceiling: {references[0]['rate']:.1f} sequences/s at batch {references[0]['batch']}"
+    )
+    measurements: list[Measurement] = []
+    analyses: dict = {}
+    for round_no in range(1, config.rounds + 1):
+        measurements += _round(config, round_no, model_dir, raw_dir, metrics, analyses)
+        if config.rounds > 1:  # the reference after every round: each round is judged against its own machine
+            references.append(ceiling(model_dir, texts, config.ceiling_seconds))
+            console.print(f"raw ONNX Runtime ceiling after round {round_no}: {references[-1]['rate']:.1f} sequences/s")
+    attach_model_cpu(measurements, references, config.rounds)
+    write_outputs(out, measurements, reference_summary(references), info, config, analyses)
+    return out
+
+
+def _round(
+    config: MatrixConfig,
+    round_no: int,
+    model_dir: Path,
+    raw_dir: Path,
+    metrics: GeneratorMetrics | None,
+    analyses: dict,
+) -> list[Measurement]:
+    """Every configuration once; only the last round runs the open-loop levels and analyses the traces."""
+    last = round_no == config.rounds
+    runs = config.runs()
+    measurements: list[Measurement] = []
+    for index, run in enumerate(runs, 1):
+        console.print(
+            f"[bold]round {round_no}/{config.rounds} ({index}/{len(runs)})[/] STACK={run.stack} "
+            f"WORKERS={run.workers} BATCHING={'on' if run.batching else 'off'} PADDING={run.padding}"
+            + (f" {run.tracing}" if run.tracing else "")
+        )
+        measurements += run_config(
+            config, run, model_dir, raw_dir, metrics, analyses if last else None, round_no, None if last else []
+        )
+    return measurements
+
+
+def replot(out: Path) -> None:
+    """Redraw the charts and report of a finished run from its summary.json (and machine.json). The matrix file is
+    not kept with the run: the report's method paragraph shows the MatrixConfig defaults for the mix, concurrency
+    and phase lengths."""
+    data = json.loads((out / "summary.json").read_text())
+    fields = set(Measurement.__dataclass_fields__)
+    measurements = [Measurement(**{k: v for k, v in row.items() if k in fields}) for row in data["measurements"]]
+    config = MatrixConfig(configs=[])
+    machine = json.loads((out / "machine.json").read_text())
+    write_outputs(out, measurements, data["ceiling"], machine, config, data.get("analyses"))

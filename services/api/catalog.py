@@ -1,0 +1,58 @@
+"""What a server serves, by name: the stack's built-in endpoint first, then the endpoints its resolver finds
+(registry-deployed versions, configured pipelines). Each endpoint declares its kind (`EndpointKind`); a name that
+resolves to nothing is a NotFound listing what is served, so a caller learns the right name from the error."""
+
+from __future__ import annotations
+
+from services.common.backend import (
+    EndpointKind,
+    EndpointResolver,
+    ModelEndpoint,
+    NoConfiguredEndpoints,
+    PipelineEndpoint,
+    ServedModel,
+    SingleModelEndpoint,
+)
+from services.common.errors import NotFound
+
+
+class Catalog:
+    def __init__(self, builtin: ServedModel | None, endpoints: EndpointResolver | None = None):
+        self.builtin = SingleModelEndpoint(builtin) if builtin else None
+        self.endpoints = endpoints or NoConfiguredEndpoints()
+
+    def names(self) -> list[str]:
+        return ([self.builtin.name] if self.builtin else []) + self.endpoints.names()
+
+    def _not_found(self, what: str) -> NotFound:
+        names = self.names()
+        serves = ", ".join(f"'{n}'" for n in names) if names else "no endpoint yet"
+        return NotFound(f"{what}; this server serves {serves}")
+
+    def resolve(self, endpoint: str) -> ModelEndpoint | PipelineEndpoint:
+        """The endpoint of that name (the built-in one first), or NotFound listing what is served."""
+        if self.builtin and endpoint == self.builtin.name:
+            return self.builtin
+        found = self.endpoints.resolve(endpoint)
+        if found is None:
+            raise self._not_found(f"no endpoint '{endpoint}'")
+        return found
+
+    def model_for(self, endpoint: str, version: str | None = None, routing_key: str | None = None) -> ServedModel:
+        """The model version that answers `endpoint` (and `version`, if given) now; NotFound for a pipeline, which
+        only `/serve` runs."""
+        found = self.resolve(endpoint)
+        if found.kind is not EndpointKind.MODEL:
+            raise NotFound(f"endpoint '{endpoint}' runs preprocess code; call it at /serve/{endpoint}")
+        return found.choose(version, routing_key)
+
+    def model_named(self, name: str | None) -> ServedModel:
+        """For APIs that name a model (OpenAI `model`): an endpoint name, the built-in model's name, or nothing."""
+        if self.builtin and name in (None, "", self.builtin.model.manifest.name):
+            return self.builtin.model
+        if name in (None, ""):
+            raise self._not_found("no default model")
+        try:
+            return self.model_for(name)
+        except NotFound:
+            raise self._not_found(f"no model '{name}'") from None

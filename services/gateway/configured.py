@@ -1,0 +1,196 @@
+"""Configured endpoints, of every engine the endpoint file declares: clearml-serving's preprocess -> engine ->
+postprocess, where the engine is a Triton model (`triton`), an exported model run in-process (`onnxruntime`) or the
+Preprocess class's own `process` (`custom`). Each endpoint is a `PipelineEndpoint`: the data plane calls its steps
+and times them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from services.common.backend import Collect, EndpointKind
+from services.common.contract import Manifest
+from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
+from services.common.onnx_runner import OnnxModel
+from services.gateway.endpoints import EndpointConfig, EndpointsFile
+from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess, source_stamp
+from services.monitoring.statistics import EndpointMetrics
+from services.triton.grpc_client import TritonClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ConfiguredEndpoint:
+    name: str
+    config: EndpointConfig
+    triton: TritonClient
+    preprocess_code: UserPreprocess | None
+    onnx: OnnxModel | None
+
+    kind = EndpointKind.PIPELINE
+
+    @property
+    def version(self) -> str:
+        return self.config.version or "1"
+
+    @property
+    def stage(self) -> str:
+        return "triton" if self.config.engine == "triton" else "inference"
+
+    def accept(self, version: str | None) -> None:
+        if version is not None and self.config.version is not None and version != self.config.version:
+            raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.config.version}'")
+
+    async def preprocess(self, body: Any, state: dict, collect: Collect) -> Any:
+        return await self._user_step("preprocess", body, state, collect)
+
+    async def process(self, data: Any, state: dict, collect: Collect) -> Any:
+        if self.preprocess_code and self.preprocess_code.has("process"):  # the custom engine, or an override
+            return await self._user_step("process", data, state, collect)
+        return await self._engine(data)
+
+    async def postprocess(self, data: Any, state: dict, collect: Collect) -> Any:
+        return await self._user_step("postprocess", data, state, collect)
+
+    async def _user_step(self, method: str, data: Any, state: dict, collect: Collect) -> Any:
+        """Call the user's `method` if the Preprocess class has it. An exception in user code is a 422 naming the
+        stage (the caller's error body carries the request id), logged with the traceback under that request id:
+        never an opaque 500."""
+        if not (self.preprocess_code and self.preprocess_code.has(method)):
+            return data
+        try:
+            return await self.preprocess_code.call(method, data, state, collect)
+        except ServingError:
+            raise
+        except Exception as exc:
+            log.exception("%s of endpoint '%s' failed", method, self.name)
+            raise InvalidInput(
+                f"{method} of endpoint '{self.name}' failed: {type(exc).__name__}: {exc}", param=method
+            ) from None
+
+    async def _engine(self, data: Any) -> Any:
+        """The preprocess output as the declared input tensors through Triton or ONNX Runtime; the declared
+        outputs back (one array, or a list of them)."""
+        specs = self.config.inputs
+        arrays = [data] if len(specs) == 1 else list(data)
+        if len(arrays) != len(specs):
+            raise InvalidInput(
+                f"preprocess returned {len(arrays)} inputs; endpoint '{self.name}' declares {len(specs)}"
+            )
+        try:
+            feeds = {
+                spec.name: np.asarray(array, dtype=spec.numpy_dtype) for spec, array in zip(specs, arrays, strict=True)
+            }
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"preprocess output does not fit the declared inputs: {exc}") from None
+        names = [spec.name for spec in self.config.outputs]
+        if self.config.engine == "onnxruntime":
+            assert self.onnx is not None
+            outputs = {names[0]: await asyncio.to_thread(self.onnx.run, feeds)}
+        else:
+            outputs = await self.triton.infer(self.config.model, feeds, names, version=self.config.model_version)
+        return outputs[names[0]] if len(names) == 1 else [outputs[n] for n in names]
+
+
+def check_config(name: str, config: EndpointConfig) -> None:
+    """What the configuration itself must say, with the fix; raised as ConfigurationError."""
+    if config.engine != "custom" and not config.outputs:
+        raise ConfigurationError(
+            f"endpoint '{name}': field 'outputs' is empty: declare the model's outputs "
+            "(`--output NAME:DTYPE:SHAPE`, e.g. --output embedding:FP32:-1,384)"
+        )
+    if config.engine == "triton" and not config.model:
+        raise ConfigurationError(f"endpoint '{name}': field 'model' is empty: name the Triton model (`--model NAME`)")
+    if config.engine == "onnxruntime" and not config.model:
+        raise ConfigurationError(
+            f"endpoint '{name}': field 'model' is empty: give the exported model directory (`--model DIR`)"
+        )
+    if config.engine == "custom" and not config.preprocess:
+        raise ConfigurationError(
+            f"endpoint '{name}': engine 'custom' needs field 'preprocess': a file whose class Preprocess has "
+            "process() (`--preprocess FILE`)"
+        )
+
+
+def build_endpoint(
+    name: str, config: EndpointConfig, triton: TritonClient, serving_url: str, base_dir: Path
+) -> ConfiguredEndpoint:
+    """One entry of the endpoint file, loaded: its preprocess code imported (and its load() called), its
+    onnxruntime model opened; ConfigurationError (or whatever user code raises) if it cannot serve."""
+    check_config(name, config)
+    code = None
+    if config.preprocess:
+        code = UserPreprocess(
+            base_dir / config.preprocess,
+            ClearMLModelEndpoint.from_config(name, config),
+            model_file=config.model_file,
+            serving_url=serving_url,
+        )
+    if config.engine == "custom" and not code.has("process"):
+        raise ConfigurationError(f"endpoint '{name}' is custom but its Preprocess has no process()")
+    onnx = None
+    if config.engine == "onnxruntime":
+        model_dir = base_dir / (config.model or "")
+        onnx = OnnxModel(model_dir, Manifest.load(model_dir))
+    return ConfiguredEndpoint(name, config, triton, code, onnx)
+
+
+class ConfiguredEndpoints:
+    """The endpoint file's endpoints as an immutable `EndpointSet` (`watcher`), built one entry at a time: an entry
+    that fails is left out (and reported in `errors`), the others are served."""
+
+    def __init__(
+        self,
+        endpoints: dict[str, ConfiguredEndpoint],
+        errors: dict[str, str] | None = None,
+        metrics: dict[str, EndpointMetrics] | None = None,
+        sources: list[Path] | None = None,
+    ):
+        self.endpoints = endpoints
+        self.errors = errors or {}
+        self.metrics = metrics or {}
+        """Declared custom statistics by endpoint name, for any endpoint (built-in, deployed or configured)."""
+        self.sources = sources or []
+        """Every preprocess file or folder the endpoint file names (those that failed too): an edit reloads."""
+
+    @classmethod
+    def build(cls, file: EndpointsFile, triton: TritonClient, serving_url: str, base_dir: Path) -> ConfiguredEndpoints:
+        endpoints, errors = {}, dict(file.invalid)
+        for name, config in file.endpoints.items():
+            try:
+                endpoints[name] = build_endpoint(name, config, triton, serving_url, base_dir)
+            except Exception as exc:  # noqa: BLE001 - user code and model files fail in every way; report, go on
+                errors[name] = exc.message if isinstance(exc, ServingError) else f"{type(exc).__name__}: {exc}"
+        sources = [base_dir / config.preprocess for config in file.endpoints.values() if config.preprocess]
+        return cls(endpoints, errors, file.metrics, sources)
+
+    def get(self, name: str) -> ConfiguredEndpoint | None:
+        return self.endpoints.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self.endpoints)
+
+    def source_stamps(self) -> tuple:
+        return tuple(source_stamp(path) for path in self.sources)
+
+    def unload(self) -> None:
+        """Call every Preprocess's unload() (the set was replaced, or the worker stops)."""
+        for endpoint in self.endpoints.values():
+            if endpoint.preprocess_code is not None:
+                try:
+                    endpoint.preprocess_code.unload()
+                except Exception:  # noqa: BLE001 - user code; the others still get their unload()
+                    log.exception("unload() of endpoint '%s' failed", endpoint.name)
+
+
+def validate_file(file: EndpointsFile, base_dir: Path) -> dict[str, str]:
+    """Every problem the gateway would find in `file`, found the same way (preprocess files are imported and
+    `load` is called, onnxruntime models are opened), without a running Triton."""
+    offline = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)  # never called while building
+    return ConfiguredEndpoints.build(file, offline, "http://127.0.0.1:1/serve", base_dir).errors

@@ -1,0 +1,25 @@
+"""Start, watch and stop the processes of a stack (gunicorn, tritonserver, ...).
+
+Each process runs in its own process group (`groups`), so stopping the group also stops what it spawned (gunicorn
+workers, Triton's Python-backend stubs). Its pid file and metadata under the run directory (`records`) let
+`serving down` and `serving status` find every process the `serving` commands started, from another shell.
+`launch.Launcher` starts them and waits for each to be ready; `spec.ProcessSpec` says what to start.
+"""
+
+from __future__ import annotations
+
+from services.launcher.groups import stop_group
+from services.launcher.launch import Launcher
+from services.launcher.records import process_status, recorded, stop_recorded
+from services.launcher.spec import ProcessSpec, free_port, port_free
+
+__all__ = [
+    "Launcher",
+    "ProcessSpec",
+    "free_port",
+    "port_free",
+    "process_status",
+    "recorded",
+    "stop_group",
+    "stop_recorded",
+]

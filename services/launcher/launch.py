@@ -1,0 +1,120 @@
+"""`Launcher`: starts the processes of one run, each in its own process group and recorded in the run directory,
+waits for each to be ready, and stops the ones it started (on a failure, on Ctrl-C, when one of them exits)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from services.common.errors import ConfigurationError
+from services.launcher.groups import stop_group
+from services.launcher.records import remove_record, write_record
+from services.launcher.spec import ProcessSpec, port_free
+
+
+class Launcher:
+    """Starts processes under one run directory (pid files, metadata, logs) and stops the ones it started."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.procs: list[tuple[ProcessSpec, subprocess.Popen]] = []
+
+    def log_path(self, name: str) -> Path:
+        """One log directory for the whole run (written when detached): `serving logs` merges it."""
+        return self.run_dir / "logs" / f"{name}.log"
+
+    def start(self, spec: ProcessSpec, *, detach: bool) -> subprocess.Popen:
+        """Start `spec` in a new process group and record its pid and metadata; detached, its output goes to its log
+        file, else to this terminal. Refuses a port already in use."""
+        for port in spec.ports:
+            if not port_free(port):
+                raise ConfigurationError(
+                    f"port {port} for {spec.name} is in use: is a stack already up? (`make down`) "
+                    "or choose another port"
+                )
+        self.log_path(spec.name).parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "LOG_SERVICE": spec.name, **spec.env}
+        if detach:  # the child keeps its own copy of the log file's descriptor
+            with open(self.log_path(spec.name), "ab") as output:
+                proc = subprocess.Popen(
+                    spec.argv, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+                )
+        else:
+            proc = subprocess.Popen(spec.argv, env=env, start_new_session=True)
+        write_record(self.run_dir, spec, proc, self.log_path(spec.name) if detach else None)
+        self.procs.append((spec, proc))
+        return proc
+
+    def wait_ready(self, spec: ProcessSpec, proc: subprocess.Popen, timeout: float) -> None:
+        """Poll `spec.ready_url` until it answers 200; raise, with the log's reason, if the process exits first or
+        `timeout` passes."""
+        if spec.ready_url is None:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise ConfigurationError(
+                    f"{spec.name} exited with code {proc.returncode} before it was ready" + self._log_hint(spec)
+                )
+            try:
+                if httpx.get(spec.ready_url, timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        raise ConfigurationError(
+            f"{spec.name} was not ready at {spec.ready_url} after {timeout:.0f}s" + self._log_hint(spec)
+        )
+
+    def start_ready(self, spec: ProcessSpec, *, detach: bool, timeout: float) -> subprocess.Popen:
+        """Start `spec` and wait until it is ready; on failure stop everything this launcher started and raise."""
+        try:
+            proc = self.start(spec, detach=detach)
+            self.wait_ready(spec, proc, timeout)
+        except Exception:
+            self.stop_all()
+            raise
+        return proc
+
+    def _log_hint(self, spec: ProcessSpec) -> str:
+        path = self.log_path(spec.name)
+        if not path.is_file():
+            return ""
+        text = path.read_text(errors="replace")
+        reason = spec.explain(text) if spec.explain else None
+        if reason:
+            return f":\n{reason}\n(full log: {path})"
+        return f"; last lines of {path}:\n" + "\n".join(text.splitlines()[-25:])
+
+    def stop_all(self) -> None:
+        """Stop what this launcher started, last first, and remove its records."""
+        for spec, proc in reversed(self.procs):
+            stop_group(proc.pid, spec.stop_timeout)
+            remove_record(self.run_dir, spec.name)
+        self.procs.clear()
+
+    def wait_foreground(self) -> int:
+        """Block until a process exits or we are told to stop; then stop everything. Returns an exit code."""
+        stop = {"signal": None}
+
+        def handler(signum, frame):
+            stop["signal"] = signum
+
+        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
+        try:
+            while stop["signal"] is None:
+                for spec, proc in self.procs:
+                    if proc.poll() is not None:
+                        print(f"{spec.name} exited with code {proc.returncode}; stopping the stack", file=sys.stderr)
+                        return proc.returncode or 1
+                time.sleep(0.5)
+            return 0
+        finally:
+            self.stop_all()

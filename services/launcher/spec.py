@@ -1,0 +1,44 @@
+"""What the launcher starts (`ProcessSpec`), and the port checks around it."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ProcessSpec:
+    """One process of a stack, as the launcher starts it."""
+
+    name: str
+    """Names its pid file, its log file and its `LOG_SERVICE`."""
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    """Added to the launcher's own environment."""
+    ready_url: str | None = None
+    """Answers 200 once the process serves; None: ready as soon as it runs."""
+    ports: list[int] = field(default_factory=list)
+    """Checked free before the start (a clear error instead of a bind failure in the log)."""
+    stop_timeout: float = 30.0
+    """Seconds from SIGTERM to SIGKILL."""
+    explain: Callable[[str], str | None] | None = None
+    """Turns the process's log into a readable reason when it fails to start."""
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a listener could bind `port` on `host` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A port the kernel has just handed out as free on loopback (for tests and throwaway processes)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

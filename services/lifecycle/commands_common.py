@@ -1,0 +1,68 @@
+"""What the `serving model ...` commands share: one-sentence errors, JSON on stdout, and the gateway's admin API
+called with its bearer token."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import httpx
+import typer
+from rich.console import Console
+
+from services.common.settings import RunSettings
+
+console = Console(stderr=True, soft_wrap=True)  # one message, one line
+URL = typer.Option("http://127.0.0.1:8080", "--url", help="The gateway.")
+TOKEN = typer.Option(None, "--token", help="Admin token (default: GATEWAY_ADMIN_TOKEN, else run/admin-token).")
+
+
+def fail(message: str) -> NoReturn:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+def print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class AdminApi:
+    """The gateway's `/admin` routes. The token is `--token`, else GATEWAY_ADMIN_TOKEN, else the one `serving up`
+    wrote to the run directory; a refusal or an unreachable gateway ends the command with one sentence."""
+
+    url: str
+    token: str | None
+    run_dir: Path
+
+    @classmethod
+    def for_command(cls, url: str, token: str | None) -> AdminApi:
+        """The API as a command sees it: the run directory read from the settings now, when the command runs."""
+        return cls(url, token, RunSettings().run_dir)
+
+    def bearer(self) -> str:
+        token = self.token or os.environ.get("GATEWAY_ADMIN_TOKEN")
+        path = self.run_dir / "admin-token"
+        if token:
+            return token
+        if path.is_file():
+            return path.read_text().strip()
+        fail(f"no admin token: pass --token, set GATEWAY_ADMIN_TOKEN, or start the stack (`make up`) to create {path}")
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        headers = {"Authorization": f"Bearer {self.bearer()}"}
+        try:
+            response = httpx.request(method, f"{self.url.rstrip('/')}{path}", json=body, headers=headers, timeout=30)
+        except httpx.HTTPError as exc:
+            fail(f"the gateway at {self.url} did not answer ({exc}); is the stack up (`make up DETACH=1`)?")
+        if response.status_code >= 400:
+            try:
+                message = response.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = response.text[:300]
+            fail(f"{response.status_code}: {message}")
+        return response.json()

@@ -1,0 +1,62 @@
+"""`serving model list`: the deployed endpoints, with each version's live request rate measured over one second."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from services.lifecycle.commands_common import TOKEN, URL, AdminApi, print_json
+
+RATE_WINDOW = 1.0
+"""Seconds between the two reads of the request counters: one, so a counter's growth is its rate per second."""
+
+
+def list_models(
+    endpoint: str = typer.Argument(None, help="Only this endpoint."),
+    as_json: bool = typer.Option(False, "--json", help="JSON on stdout, for scripts."),
+    url: str = URL,
+    token: str = TOKEN,
+) -> None:
+    """Deployed endpoints: versions, state, traffic share, live request rate, where each version came from."""
+    api = AdminApi.for_command(url, token)
+    first = api.call("GET", "/admin/endpoints")
+    time.sleep(RATE_WINDOW)
+    second = api.call("GET", "/admin/endpoints")
+    endpoints = with_rates(first["endpoints"], second["endpoints"], endpoint)
+    if as_json:
+        print_json(endpoints)
+        return
+    Console().print(table(endpoints) if endpoints else "no deployed endpoint")
+
+
+def with_rates(first: list[dict], second: list[dict], only: str | None = None) -> list[dict]:
+    """The endpoints of the second read (all, or `only`), each version with `requests_per_second` since the first
+    read (0 for a version the first read did not have)."""
+    before = {(e["endpoint"], v["version"]): v["requests_total"] for e in first for v in e["versions"]}
+    endpoints = [e for e in second if only in (None, e["endpoint"])]
+    for item in endpoints:
+        for version in item["versions"]:
+            previous = before.get((item["endpoint"], version["version"]), version["requests_total"])
+            version["requests_per_second"] = round(version["requests_total"] - previous, 1)
+    return endpoints
+
+
+def table(endpoints: list[dict]) -> Table:
+    rows = Table("endpoint", "version", "state", "traffic", "req/s", "registry", "run", "reason")
+    for item in endpoints:
+        for v in item["versions"]:
+            registry = v.get("registry", {})
+            rows.add_row(
+                item["endpoint"],
+                v["version"],
+                v["state"],
+                f"{v['traffic_share']:.0%}",
+                f"{v['requests_per_second']:g}",
+                f"{registry.get('name', '')} v{registry.get('version', '')}",
+                v.get("run", {}).get("id", "")[:12],
+                (v.get("reason") or "")[:60],
+            )
+    return rows

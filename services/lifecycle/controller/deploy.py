@@ -1,0 +1,141 @@
+"""Auto-update: new registry versions of an endpoint's model are found, fetched, verified (artifact hashes, tensor
+contract, a forward pass here), placed into Triton's repository, loaded, and checked through Triton (which also warms
+them up); only then are they live. A version that fails a check is taken out of Triton, never given traffic, and its
+registry version is tagged `deployment=rejected` with the reason. The registry or Triton being unreachable is not the
+version's fault: the step raises and the loop retries it later."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from services.common.contract import TOKENIZER_FILE, WARMUP_TEXTS, Manifest
+from services.common.errors import ServingError, Unavailable
+from services.lifecycle import transitions
+from services.lifecycle.ports import Registry, TritonControl
+from services.lifecycle.settings import ControllerSettings
+from services.lifecycle.state import DeploymentStore, EndpointState
+from services.monitoring.reference import write_reference
+
+log = logging.getLogger("controller")
+
+Forward = Callable[[Path, Manifest], np.ndarray]
+"""Runs the warm-up texts through a fetched version outside Triton; returns its first output."""
+
+
+def onnx_forward(model_dir: Path, manifest: Manifest) -> np.ndarray:
+    """The warm-up texts through the version's own tokenizer and ONNX file, with ONNX Runtime in this process."""
+    from services.common.onnx_runner import OnnxModel
+    from services.common.tokenization import TextTokenizer
+
+    tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length)
+    return OnnxModel(model_dir, manifest, threads=1).run(tokenizer.encode(WARMUP_TEXTS).tensors(manifest.input_names))
+
+
+def check_contract(endpoint: EndpointState, manifest: Manifest) -> None:
+    """The endpoint's tensor contract (fixed by its first live version) is the version's."""
+    if endpoint.contract_outputs and (manifest.inputs, manifest.outputs) != (
+        endpoint.contract_inputs,
+        endpoint.contract_outputs,
+    ):
+        raise ValueError(
+            f"tensor contract differs from the endpoint's: inputs {[t.model_dump() for t in manifest.inputs]}, "
+            f"outputs {[t.model_dump() for t in manifest.outputs]}; the endpoint serves "
+            f"outputs {[t.model_dump() for t in endpoint.contract_outputs]}"
+        )
+
+
+def check_output(outputs: np.ndarray, manifest: Manifest) -> None:
+    """An answer to the warm-up texts has the manifest's output shape and only finite values."""
+    expected = [len(WARMUP_TEXTS), *manifest.output.shape[1:]]
+    if list(outputs.shape) != [d if d != -1 else outputs.shape[i] for i, d in enumerate(expected)]:
+        raise ValueError(f"output shape {list(outputs.shape)} does not match the manifest's {expected}")
+    if not np.isfinite(outputs).all():
+        raise ValueError("the model's output has NaN or infinite values")
+
+
+class Deployer:
+    def __init__(
+        self,
+        settings: ControllerSettings,
+        store: DeploymentStore,
+        registry: Registry,
+        triton: TritonControl,
+        clock: Callable[[], float],
+        forward: Forward = onnx_forward,
+    ):
+        self.settings, self.store, self.registry, self.triton = settings, store, registry, triton
+        self.clock, self.forward = clock, forward
+
+    def discover(self, name: str) -> None:
+        """New registry versions of the endpoint's model become `loading`."""
+        endpoint = self.store.endpoint(name)
+        if endpoint is None or not endpoint.registered_name:
+            return
+        found = self.registry.versions(endpoint.registered_name)
+        if not transitions.discoverable(endpoint, found):
+            return  # nothing new: the file is not rewritten, so the gateway's workers have nothing to re-read
+        new = self.store.update(lambda s: transitions.add_discovered(s, name, found))
+        log.info("endpoint '%s': new registry versions %s of '%s' to deploy", name, new, endpoint.registered_name)
+
+    def deploy_loading(self, name: str) -> None:
+        endpoint = self.store.endpoint(name)
+        for version, item in sorted(endpoint.versions.items(), key=lambda kv: int(kv[0])) if endpoint else []:
+            if item.state == "loading":
+                self.deploy(name, version)
+
+    def deploy(self, name: str, version: str) -> None:
+        endpoint = self.store.endpoint(name)  # again: the version before this one may have fixed the contract
+        registered = endpoint.registered_name or name
+        # the registry unreachable: raised, so the step is retried with backoff
+        model_dir = self.registry.fetch(registered, version, self.settings.models_dir / name / version)
+        try:
+            manifest = self.verify(endpoint, model_dir)
+            self.triton.place(name, version, model_dir)
+            self.triton.load(name)
+            self.triton.wait_ready(name, version)
+            self.check_through_triton(name, version, model_dir, manifest)
+        except Unavailable:
+            raise  # Triton unreachable: retried too, the version is not at fault
+        except Exception as exc:  # noqa: BLE001 - whatever the version does wrong (ONNX Runtime errors included)
+            self.reject(name, registered, version, str(exc).strip()[:500])
+            return
+        lineage = self.registry.lineage(registered, version, model_dir)
+        try:
+            write_reference(model_dir, lineage)  # else the gateway takes the version's first requests
+        except Exception as exc:  # noqa: BLE001 - a missing drift reference must not block a deployment
+            log.warning("endpoint '%s': no drift reference from the data set of version %s: %s", name, version, exc)
+        now = self.clock()
+        self.store.update(
+            lambda s: transitions.mark_live(
+                s, name, version, model_dir=str(model_dir), lineage=lineage, manifest=manifest, now=now
+            )
+        )
+        log.info("endpoint '%s': version %s of '%s' is live", name, version, registered)
+
+    def verify(self, endpoint: EndpointState, model_dir: Path) -> Manifest:
+        """Artifacts intact, the endpoint's tensor contract kept, and a forward pass that gives that contract."""
+        manifest = Manifest.load(model_dir)
+        manifest.verify_files(model_dir)
+        check_contract(endpoint, manifest)
+        check_output(self.forward(model_dir, manifest), manifest)
+        return manifest
+
+    def check_through_triton(self, name: str, version: str, model_dir: Path, manifest: Manifest) -> None:
+        for _ in range(3):  # warm-up, and proof that the loaded version answers with its contract
+            check_output(self.triton.infer(name, version, model_dir, WARMUP_TEXTS), manifest)
+
+    def reject(self, name: str, registered: str, version: str, reason: str) -> None:
+        """Out of Triton if it got there, `rejected` in the state, tagged `deployment=rejected` in the registry."""
+        log.error("endpoint '%s': version %s of '%s' rejected: %s", name, version, registered, reason)
+        if self.triton.placed(name, version):
+            self.triton.remove(name, version)
+            try:
+                self.triton.load(name)
+            except ServingError as exc:
+                log.warning("endpoint '%s': reload after removing version %s failed: %s", name, version, exc)
+        self.store.update(lambda s: transitions.reject(s, name, version, reason))
+        self.registry.tag(registered, version, {"deployment": transitions.REJECTED, "deployment.reason": reason})

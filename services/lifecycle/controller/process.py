@@ -1,0 +1,31 @@
+"""The controller process (`serving controller`, `python -m services.lifecycle.controller`): settings read once,
+logging, and the real collaborators: the MLflow registry, Triton's HTTP model-control API, the gateway's /metrics."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from services.lifecycle.controller.loop import Controller
+from services.lifecycle.settings import ControllerSettings
+from services.triton.model_control import TritonModels
+from services.triton.repository import RenderOptions
+
+
+def main() -> None:
+    from observability.logging import setup_logging
+    from services.registry.mlflow_registry import ModelRegistry
+    from services.registry.settings import RegistrySettings
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # The controller retries a failing step itself, with its own backoff, and says so; MLflow's client would
+    # otherwise retry each call for minutes inside one step and stall every endpoint's reconciliation.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    settings = ControllerSettings()
+    setup_logging("INFO", json_lines=settings.log_json)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a readiness probe a second is not news
+    options = RenderOptions(target=settings.triton_target, gpu=settings.triton_gpu)
+    triton = TritonModels(settings.triton_repository, settings.triton_http_url, options)
+    registry = ModelRegistry(RegistrySettings(run_dir=settings.run_dir))
+    Controller(settings, registry, triton).run()

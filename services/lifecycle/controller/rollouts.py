@@ -1,0 +1,99 @@
+"""Rollouts: each step's window is measured from the gateway's per-version counters (a snapshot when the step
+starts, kept in the state, and one after its dwell), judged by `rollout.judge`, and the rollout advances, promotes
+the new version (registry alias `champion`, tag `rollout=promoted`) or rolls back (all traffic to the stable version,
+the new one rejected and tagged `rollout=rejected` with the numbers)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+
+import httpx
+
+from services.lifecycle import transitions
+from services.lifecycle.ports import GatewayMetrics, Registry
+from services.lifecycle.rollout import Decision, Snapshot, judge, parse_snapshot, window
+from services.lifecycle.state import DeploymentStore, EndpointState
+
+log = logging.getLogger("controller")
+
+
+class HttpGatewayMetrics:
+    """The gateway's own /metrics, read over HTTP."""
+
+    def __init__(self, gateway_url: str):
+        self.url = f"{gateway_url.rstrip('/')}/metrics"
+
+    def snapshot(self, endpoint: str) -> Snapshot:
+        return parse_snapshot(httpx.get(self.url, timeout=10).text, endpoint)
+
+
+class Rollouts:
+    def __init__(self, store: DeploymentStore, registry: Registry, metrics: GatewayMetrics, clock: Callable[[], float]):
+        self.store, self.registry, self.metrics, self.clock = store, registry, metrics, clock
+
+    def advance_rollout(self, name: str) -> None:
+        """Start the step's window, or judge it once its dwell is over and act on the decision."""
+        endpoint = self.store.endpoint(name)
+        rollout = endpoint.rollout if endpoint else None
+        if rollout is None or rollout.status != "running":
+            return
+        new = endpoint.versions.get(rollout.version)
+        if new is None or new.state == transitions.REJECTED:
+            outcome = self.store.update(lambda s: transitions.abandon_rollout(s, name))
+            log.warning("endpoint '%s': rollout ended: %s", name, outcome)
+            return
+        if new.state != "live":
+            return  # still loading
+        if rollout.step_started is None or rollout.baseline is None:
+            self._start_step(name, rollout.step, self.metrics.snapshot(name))
+            return
+        if self.clock() - rollout.step_started < rollout.dwell:
+            return
+        current = self.metrics.snapshot(name)
+        observed = window(Snapshot.model_validate(rollout.baseline), current)
+        if observed is None:  # the gateway restarted: counters went back; judge a fresh window
+            self._start_step(name, rollout.step, current)
+            return
+        decision = judge(rollout, observed)
+        if decision.action == "wait":
+            return
+        if decision.action == "rollback":
+            self._roll_back(name, endpoint, decision)
+        elif rollout.step + 1 < len(rollout.steps):
+            self._start_step(name, rollout.step + 1, current)
+            log.info(
+                "endpoint '%s': rollout of version %s passed %d%% %s; now %d%%",
+                name,
+                rollout.version,
+                rollout.steps[rollout.step],
+                decision.numbers,
+                rollout.steps[rollout.step + 1],
+            )
+        else:
+            self._promote(name, endpoint, decision)
+
+    def _start_step(self, name: str, step: int, baseline: Snapshot) -> None:
+        now = self.clock()
+        self.store.update(lambda s: transitions.start_rollout_step(s, name, step, baseline.model_dump(), now))
+
+    def _roll_back(self, name: str, endpoint: EndpointState, decision: Decision) -> None:
+        version, now = endpoint.rollout.version, self.clock()
+        outcome = self.store.update(lambda s: transitions.roll_back(s, name, decision.reason, decision.numbers, now))
+        log.warning("endpoint '%s': rollout of version %s %s", name, version, outcome)
+        if endpoint.registered_name:
+            tags = {
+                "rollout": transitions.REJECTED,
+                "rollout.reason": decision.reason,
+                "rollout.numbers": json.dumps(decision.numbers),
+            }
+            self.registry.tag(endpoint.registered_name, version, tags)
+
+    def _promote(self, name: str, endpoint: EndpointState, decision: Decision) -> None:
+        version = endpoint.rollout.version
+        outcome = self.store.update(lambda s: transitions.promote(s, name, decision.numbers))
+        log.info("endpoint '%s': version %s %s", name, version, outcome)
+        if endpoint.registered_name:
+            self.registry.promote(endpoint.registered_name, version)
+            self.registry.tag(endpoint.registered_name, version, {"rollout": "promoted"})

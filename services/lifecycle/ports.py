@@ -1,0 +1,70 @@
+"""What the controller needs of the parts outside it, as Protocols: the registry (MLflow in production,
+`services.registry.mlflow_registry.ModelRegistry`), Triton's model control
+(`services.triton.model_control.TritonModels`) and the gateway's per-version metrics. The real adapters satisfy
+them structurally (no inheritance); the unit tests drive the controller with fakes of the same shape."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from services.lifecycle.rollout import Snapshot
+
+
+class RegistryVersion(Protocol):
+    """One registered version: its number and its tags (`deployment=rejected`, `rollout=...`)."""
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def tags(self) -> dict[str, str]: ...
+
+
+class Registry(Protocol):
+    def versions(self, name: str) -> Sequence[RegistryVersion]:
+        """Every version of registered model `name`, oldest first."""
+        ...
+
+    def fetch(self, name: str, version: str, dest: Path) -> Path:
+        """Download the version's artifacts under `dest`; returns the model directory."""
+        ...
+
+    def lineage(self, name: str, version: str, model_dir: Path | None = None) -> dict:
+        """Where the version came from (run, pipeline, data sets, artifact hashes), kept in the deployment state."""
+        ...
+
+    def tag(self, name: str, version: str, tags: dict[str, str]) -> None: ...
+
+    def promote(self, name: str, version: str) -> None:
+        """Point the model's champion alias at `version`."""
+        ...
+
+
+class TritonControl(Protocol):
+    """Versions of an endpoint's Triton model: placed as version directories, loaded by reloading the model."""
+
+    def placed(self, model: str, version: str) -> bool: ...
+
+    def place(self, model: str, version: str, model_dir: Path) -> None: ...
+
+    def remove(self, model: str, version: str) -> None: ...
+
+    def load(self, model: str) -> None:
+        """Reload `model` with the versions now placed; raises Unavailable when Triton does not answer."""
+        ...
+
+    def ready(self, model: str, version: str) -> bool: ...
+
+    def wait_ready(self, model: str, version: str) -> None: ...
+
+    def infer(self, model: str, version: str, model_dir: Path, texts: list[str]) -> np.ndarray: ...
+
+
+class GatewayMetrics(Protocol):
+    def snapshot(self, endpoint: str) -> Snapshot:
+        """The gateway's per-version request, error and latency counters of `endpoint` now."""
+        ...

@@ -1,0 +1,224 @@
+"""Every rule that changes the deployment state, as a function of the state: no file, registry, Triton or clock
+(the time is an argument), so each rule is tested on its own and lives in one place.
+
+The admin API and the controller apply them under the state's lock, `store.update(lambda s: transitions.x(s, ...))`;
+a refusal raises NotFound, Conflict or InvalidInput (the admin API's 404, 409 and 422), and `update` then writes
+nothing. The questions the controller asks on a plain read before it takes the lock (anything to discover, to drain,
+to unload?) are functions here too; discovery and pruning ask theirs again on the state they change, so a change the
+admin API made in between is not overwritten, and a rollout ends only if it is still running.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from services.common.contract import Manifest
+from services.common.errors import Conflict, InvalidInput, NotFound
+from services.lifecycle.routing import effective_weights
+from services.lifecycle.state import Deployments, EndpointState, Rollout, VersionState
+from services.triton.repository import MODELS
+
+if TYPE_CHECKING:
+    from services.lifecycle.ports import RegistryVersion
+
+REJECTED = "rejected"
+"""One word for a version that must never (again) get traffic: its state, its registry tag (`deployment=rejected`
+when a deployment check failed, `rollout=rejected` when a rollout rolled it back) and the controller's log."""
+REJECTED_TAG_VALUES = frozenset({REJECTED, "refused"})
+"""`deployment` tag values that keep a registry version from being deployed; `refused` is what the controller wrote
+before the words were unified, still honoured on versions tagged then."""
+
+
+def endpoint(state: Deployments, name: str) -> EndpointState:
+    if name not in state.endpoints:
+        raise NotFound(f"no deployed endpoint '{name}'; deployed: {', '.join(sorted(state.endpoints)) or 'none'}")
+    return state.endpoints[name]
+
+
+# --- what the admin API asks for ----------------------------------------------------------------------------------
+def set_auto_update(state: Deployments, name: str, registered_name: str, max_versions: int) -> None:
+    """Deploy every new version of `registered_name` to endpoint `name` (created if new), keeping `max_versions`."""
+    if name in MODELS:
+        raise InvalidInput(f"'{name}' names a model of the built-in stack; choose another endpoint name")
+    item = state.endpoints.setdefault(name, EndpointState())
+    item.registered_name, item.max_versions = registered_name, max_versions
+
+
+def canary(state: Deployments, name: str, weights: list[float], versions: list[str] | None = None) -> dict[str, float]:
+    """Split traffic by weight: over the given live `versions`, or (versions None) over the newest live versions,
+    newest first. A running rollout gives way. Returns the resulting shares."""
+    item = endpoint(state, name)
+    if versions is not None:
+        for version in versions:
+            if version not in item.versions or item.versions[version].state != "live":
+                raise Conflict(f"version {version} of '{name}' is not live; live: {item.live()}")
+        item.weights, item.newest_weights = dict(zip(versions, weights, strict=True)), []
+    else:
+        item.weights, item.newest_weights = {}, list(weights)
+    if item.rollout and item.rollout.status == "running":
+        item.rollout.status, item.rollout.outcome = "rolled_back", "replaced by a canary split"
+    return effective_weights(item)
+
+
+def start_rollout(state: Deployments, name: str, version: str, **policy: Any) -> Rollout:
+    """Move traffic to `version` step by step, judged against the version that has most traffic now (the stable one).
+    `policy`: the `Rollout` fields steps, dwell, max_error_rate, max_p99_ratio, min_requests. Any canary split
+    ends: the rollout decides the shares."""
+    item = endpoint(state, name)
+    target = item.versions.get(version)
+    if target is None or target.state not in ("live", "loading"):
+        raise Conflict(f"version {version} of '{name}' is not deployed; live: {item.live()}")
+    shares = effective_weights(item)
+    stable = max((v for v in shares if v != version), key=lambda v: shares[v], default=None)
+    if stable is None:
+        raise Conflict(f"'{name}' has no other live version to compare version {version} with")
+    item.rollout = Rollout(version=version, stable=stable, **policy)
+    item.weights, item.newest_weights = {}, []
+    return item.rollout
+
+
+def remove(state: Deployments, name: str, version: str, now: float) -> None:
+    """Take `version` out of traffic now; the controller unloads it once it has drained."""
+    item = endpoint(state, name)
+    if version not in item.versions:
+        raise NotFound(f"'{name}' has no version {version}")
+    item.versions[version].state, item.versions[version].drain_started = "draining", now
+    item.weights.pop(version, None)
+
+
+# --- what the controller finds ------------------------------------------------------------------------------------
+def discoverable(item: EndpointState, registry_versions: Iterable[RegistryVersion]) -> list[str]:
+    """Registry versions newer than every version the endpoint has and not tagged rejected: the newest
+    `max_versions` of them (older ones would be drained at once)."""
+    newest_known = max((int(v) for v in item.versions), default=0)
+    new = [
+        v.version
+        for v in registry_versions
+        if int(v.version) > newest_known and v.tags.get("deployment") not in REJECTED_TAG_VALUES
+    ]
+    return new[-item.max_versions :] if new else []
+
+
+def add_discovered(state: Deployments, name: str, registry_versions: Iterable[RegistryVersion]) -> list[str]:
+    """Add the discoverable versions as `loading` (the controller deploys them next); returns them."""
+    item = endpoint(state, name)
+    new = discoverable(item, registry_versions)
+    for version in new:
+        item.versions.setdefault(version, VersionState(version=version))
+    return new
+
+
+def mark_live(
+    state: Deployments, name: str, version: str, *, model_dir: str, lineage: dict, manifest: Manifest, now: float
+) -> None:
+    """`version` passed every check: it gets traffic by the policy. The first live version fixes the endpoint's
+    tensor contract."""
+    item = endpoint(state, name)
+    record = item.versions[version]
+    record.state, record.model_dir, record.deployed_at = "live", model_dir, _iso(now)
+    record.lineage = lineage
+    if not item.contract_outputs:
+        item.contract_inputs, item.contract_outputs = manifest.inputs, manifest.outputs
+
+
+def reject(state: Deployments, name: str, version: str, reason: str) -> None:
+    """`version` failed a deployment check: never given traffic (the controller already took it out of Triton)."""
+    record = endpoint(state, name).versions[version]
+    record.state, record.reason, record.drain_started = REJECTED, reason, None
+
+
+def to_retire(item: EndpointState) -> list[str]:
+    """Live versions beyond the newest `max_versions` that no canary split and no running rollout uses."""
+    keep = set(item.live()[: item.max_versions]) | set(item.weights)
+    if item.rollout and item.rollout.status == "running":
+        keep |= {item.rollout.version, item.rollout.stable}
+    return [v for v in item.live() if v not in keep]
+
+
+def prune(state: Deployments, name: str, now: float) -> list[str]:
+    """Start draining the versions `to_retire`; returns them."""
+    item = endpoint(state, name)
+    retire = to_retire(item)
+    for version in retire:
+        item.versions[version].state, item.versions[version].drain_started = "draining", now
+    return retire
+
+
+def due_for_unload(item: EndpointState, now: float, drain_seconds: float) -> list[str]:
+    """Draining versions, and versions a rollout rejected, out of traffic for `drain_seconds` at least."""
+    return [
+        v
+        for v, record in item.versions.items()
+        if record.state in ("draining", REJECTED)
+        and record.drain_started is not None
+        and now - record.drain_started >= drain_seconds
+    ]
+
+
+def finish_drained(state: Deployments, name: str, unloaded: Iterable[str]) -> list[str]:
+    """The `unloaded` versions are out of Triton: a drained one is forgotten, a rejected one is kept (with its
+    reason) as no longer draining. Returns the forgotten ones, whose fetched files can go."""
+    item = endpoint(state, name)
+    forgotten = []
+    for version in unloaded:
+        record = item.versions.get(version)
+        if record is None:
+            continue
+        if record.state == "draining":
+            del item.versions[version]
+            forgotten.append(version)
+        else:
+            record.drain_started = None
+    return forgotten
+
+
+# --- rollouts ------------------------------------------------------------------------------------------------------
+def start_rollout_step(state: Deployments, name: str, step: int, baseline: dict, now: float) -> None:
+    """Step `step` starts now; `baseline` (a `rollout.Snapshot`) is what its window is measured from."""
+    rollout = _running(state, name)
+    rollout.step, rollout.step_started, rollout.baseline = step, now, baseline
+
+
+def abandon_rollout(state: Deployments, name: str) -> str:
+    """The new version was rejected at deployment: the rollout ends with traffic where it was. Returns the outcome."""
+    rollout = _running(state, name)
+    return _end(rollout, "rolled_back", f"version {rollout.version} was rejected at deployment")
+
+
+def promote(state: Deployments, name: str, numbers: dict) -> str:
+    """The last step passed: the new version takes all traffic. Returns the outcome."""
+    item = endpoint(state, name)
+    rollout = _running(state, name)
+    item.weights = {rollout.version: 1.0}
+    return _end(rollout, "promoted", f"promoted: {json.dumps(numbers)}")
+
+
+def roll_back(state: Deployments, name: str, reason: str, numbers: dict, now: float) -> str:
+    """A step failed: all traffic back to the stable version, the new one rejected and drained. Returns the outcome."""
+    item = endpoint(state, name)
+    rollout = _running(state, name)
+    outcome = f"rolled back at {rollout.steps[rollout.step]}%: {reason} {json.dumps(numbers)}"
+    item.weights = {rollout.stable: 1.0}
+    if rollout.version in item.versions:
+        record = item.versions[rollout.version]
+        record.state, record.reason, record.drain_started = REJECTED, outcome, now
+    return _end(rollout, "rolled_back", outcome)
+
+
+def _running(state: Deployments, name: str) -> Rollout:
+    rollout = endpoint(state, name).rollout
+    if rollout is None or rollout.status != "running":
+        raise Conflict(f"'{name}' has no running rollout")
+    return rollout
+
+
+def _end(rollout: Rollout, status: str, outcome: str) -> str:
+    rollout.status, rollout.outcome, rollout.baseline = status, outcome, None
+    return outcome
+
+
+def _iso(now: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))

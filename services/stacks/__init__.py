@@ -1,0 +1,27 @@
+"""What each STACK runs: the process specs the launcher starts for `serving up`, and what `serving status` shows.
+
+`options` holds what the user asked for; `processes` puts a stack together from `http_service` (gunicorn),
+`triton_service` (tritonserver) and `clearml` (the gateway and the lifecycle controller); `info` is the stack's
+description in the run directory.
+"""
+
+from __future__ import annotations
+
+from services.stacks.http_service import http_service
+from services.stacks.info import read_stack_info, stack_info, write_stack_info
+from services.stacks.options import STACKS, StackOptions
+from services.stacks.processes import stack_processes, trace_receiver
+from services.stacks.triton_service import triton_service, triton_tracing_args
+
+__all__ = [
+    "STACKS",
+    "StackOptions",
+    "http_service",
+    "read_stack_info",
+    "stack_info",
+    "stack_processes",
+    "trace_receiver",
+    "triton_service",
+    "triton_tracing_args",
+    "write_stack_info",
+]

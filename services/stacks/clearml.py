@@ -1,0 +1,73 @@
+"""STACK=clearml: Triton serves the encoder alone; the gateway's workers tokenize and call it over gRPC; the
+lifecycle controller deploys registry versions into the same Triton."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from services.common.contract import Manifest
+from services.common.tokenization import default_buckets
+from services.launcher import ProcessSpec
+from services.stacks.http_service import http_service
+from services.stacks.options import StackOptions
+from services.stacks.triton_service import triton_service
+
+ADMIN_TOKEN_FILE = "admin-token"
+
+
+def clearml_processes(options: StackOptions) -> list[ProcessSpec]:
+    """Triton, then the gateway, then the controller: each needs the one before it to be ready."""
+    lifecycle = (options.run_dir / "lifecycle").resolve()
+    return [
+        triton_service(options, models=["encoder"]),
+        gateway_process(options, lifecycle),
+        controller_process(options, lifecycle),
+    ]
+
+
+def gateway_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
+    """The gateway (`services.gateway.app`): Triton's gRPC port, the endpoint file, the deployment state the
+    controller writes, the admin token; with bucket padding, the buckets its tokenizer pads to."""
+    env = {
+        "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{options.triton_ports.grpc}",
+        "GATEWAY_ENDPOINTS_FILE": str(options.endpoints_file.resolve()),
+        "GATEWAY_DEPLOYMENTS_FILE": str(lifecycle / "deployments.json"),
+        "GATEWAY_ADMIN_TOKEN_FILE": str(ensure_admin_token(options.run_dir).resolve()),
+    }
+    if options.padding == "bucket":
+        env["GATEWAY_BUCKETS"] = json.dumps(default_buckets(Manifest.load(options.model_dir).max_seq_length))
+    return http_service(
+        options, name="gateway", app="services.gateway.app:create_app()", env_prefix="GATEWAY_", extra_env=env
+    )
+
+
+def controller_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
+    """The lifecycle controller: registry versions into Triton, drains, rollouts (`services.lifecycle.controller`)."""
+    env = {
+        "SERVING_RUN_DIR": str(options.run_dir.resolve()),
+        "CONTROLLER_DEPLOYMENTS_FILE": str(lifecycle / "deployments.json"),
+        "CONTROLLER_MODELS_DIR": str(lifecycle / "models"),
+        "CONTROLLER_TRITON_REPOSITORY": str((options.run_dir / "triton-repository").resolve()),
+        "CONTROLLER_TRITON_HTTP_URL": f"http://127.0.0.1:{options.triton_ports.http}",
+        "CONTROLLER_GATEWAY_URL": f"http://127.0.0.1:{options.port}",
+        "CONTROLLER_LOG_JSON": "true" if options.log_json else "false",
+    }
+    return ProcessSpec(
+        name="controller", argv=[sys.executable, "-m", "services.lifecycle.controller"], env=env, stop_timeout=10
+    )
+
+
+def ensure_admin_token(run_dir: Path) -> Path:
+    """The admin API's bearer token: generated at the first start into the run directory, readable by its owner
+    only; `GATEWAY_ADMIN_TOKEN` in the gateway's environment takes precedence over it."""
+    path = run_dir / ADMIN_TOKEN_FILE
+    if not path.is_file():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+    return path

@@ -1,0 +1,55 @@
+"""What `serving status` shows about a stack besides its processes: the model, the knobs, the URLs to call.
+`serving up` writes it into the run directory once the stack is ready."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from services.common.contract import Manifest
+from services.stacks.options import StackOptions
+
+INFO_FILE = "stack.json"
+
+
+def stack_info(options: StackOptions) -> dict:
+    """The stack, workers and batching, the model served, the URLs to call (the API's, Triton's metrics)."""
+    manifest = Manifest.load(options.model_dir)
+    api = f"http://127.0.0.1:{options.triton_ports.http if options.stack == 'triton' else options.port}"
+    urls = {"api": api}
+    if options.stack == "triton":
+        urls["infer"] = f"{api}/v2/models/ensemble/infer"
+    else:
+        urls |= {
+            "serve": f"{api}/serve/{options.endpoint or manifest.endpoint_name}",
+            "openai": f"{api}/v1/embeddings",
+            "metrics": f"{api}/metrics",
+            "docs": f"{api}/docs",
+        }
+    if options.stack != "fastapi":
+        urls["triton_metrics"] = f"http://127.0.0.1:{options.triton_ports.metrics}/metrics"
+    return {
+        "stack": options.stack,
+        "workers": options.workers,
+        "batching": "on" if options.batching else "off",
+        "model": {
+            "name": manifest.name,
+            "version": manifest.version,
+            "task": manifest.task,
+            "dir": str(options.model_dir.resolve()),
+        },
+        "urls": urls,
+    }
+
+
+def write_stack_info(options: StackOptions) -> Path:
+    """`stack_info` into the run directory, for `serving status` from any shell."""
+    path = options.run_dir / INFO_FILE
+    path.write_text(json.dumps(stack_info(options), indent=2) + "\n")
+    return path
+
+
+def read_stack_info(run_dir: Path) -> dict:
+    """What `write_stack_info` wrote; {} when no stack wrote it."""
+    path = run_dir / INFO_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}

@@ -1,0 +1,52 @@
+"""What `serving up` was asked for: the stack, its ports and directories, its logging, tracing and tuning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.triton.server import TritonPorts
+
+STACKS = ("fastapi", "triton", "clearml")
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    stack: str = "clearml"
+    """fastapi | triton | clearml (the gateway, `make up`'s default)."""
+    workers: int = 1
+    batching: bool = True
+    host: str = "0.0.0.0"
+    port: int = 8080
+    model_dir: Path = Path("build/model")
+    run_dir: Path = Path("run")
+    """Where pid files, logs, state and stores go; `serving up` passes `RunSettings().run_dir` (SERVING_RUN_DIR)."""
+    triton_ports: TritonPorts = TritonPorts()
+    padding: str = "ragged"
+    endpoints_file: Path = Path("endpoints.json")
+    endpoint: str | None = None
+    """Name of the built-in endpoint (`/serve/{endpoint}`); None: the model's (`Manifest.endpoint_name`)."""
+    log_json: bool = False
+    """Every process writes JSON lines (into the run's log directory when detached): `serving logs` merges them."""
+    otlp_endpoint: str | None = None
+    """Trace every service of the stack to this OTLP/HTTP traces URL (any collector); None: see `traces`."""
+    traces: bool = False
+    """Trace every service into the stack's own receiver (spans in <run_dir>/traces/spans.db, for `serving
+    analyze`)."""
+    trace_port: int = 4318
+    trace_ratio: float = 1.0
+    """Share of requests that arrive without a trace context to trace (a caller's `traceparent` decides for its
+    own requests: parent-based sampling in every service, Triton included)."""
+
+    tuning: dict = field(default_factory=dict, hash=False)
+    """Knobs past the defaults: Triton's max_queue_delay_us, max_queue_size, preferred_batch_sizes,
+    tokenizer_instances, encoder_instances; ONNX Runtime's intra_op_threads (Triton's encoder, or the FastAPI
+    workers) and spin (Triton's encoder); the gateway's coalesce_depth. `loadtest tune` searches most of them
+    (`loadtest.tune.SPACES`); `serving up --triton-max-queue/--spin` sets the other two."""
+
+    @property
+    def tracing_url(self) -> str | None:
+        """Where every service exports its spans: `otlp_endpoint`, else the stack's own receiver, else None."""
+        if self.otlp_endpoint:
+            return self.otlp_endpoint
+        return f"http://127.0.0.1:{self.trace_port}/v1/traces" if self.traces else None

@@ -1,0 +1,101 @@
+"""Registry versions as versions of a Triton model: placed into the repository Triton was started with
+(`--model-control-mode=explicit`) and (re)loaded through Triton's model-control API. Reloading a model whose
+configuration is unchanged loads the new version directories and unloads the removed ones while the others keep
+serving (checked on the wheel's Triton 2.51: no request to a kept version failed)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from google.protobuf import text_format
+
+from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, Manifest
+from services.common.errors import ConfigurationError, Unavailable
+from services.common.tokenization import TextTokenizer
+from services.triton.repository import SOURCE, RenderOptions, parse_config, render_configs
+
+
+def version_config(name: str, manifest: Manifest, options: RenderOptions) -> str:
+    """The encoder's config for `manifest`, named after the endpoint, serving every version directory present."""
+    config = parse_config(render_configs(manifest, options)["encoder"])
+    config.name = name
+    config.version_policy.all.SetInParent()
+    return text_format.MessageToString(config)
+
+
+class TritonModels:
+    def __init__(self, repository: Path, http_url: str, options: RenderOptions | None = None, timeout: float = 120):
+        self.repository = Path(repository)
+        self.url = http_url.rstrip("/")
+        self.options = options or RenderOptions(target="local")
+        self.timeout = timeout
+
+    def placed(self, model: str, version: str) -> bool:
+        return (self.repository / model / version).is_dir()
+
+    def place(self, model: str, version: str, model_dir: Path) -> None:
+        manifest = Manifest.load(model_dir)
+        root = self.repository / model
+        root.mkdir(parents=True, exist_ok=True)
+        config = root / "config.pbtxt"
+        if not config.is_file():
+            config.write_text(version_config(model, manifest, self.options))
+        target = root / version
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir()
+        if self.options.target == "local":  # the Python-backend encoder, reading the files where they were fetched
+            shutil.copy2(SOURCE / "encoder" / "model.py", target / "model.py")
+            for name in (MODEL_FILE, MANIFEST_FILE):
+                (target / name).symlink_to((model_dir / name).resolve())
+        else:  # Triton's native onnxruntime backend in its own container: real files in the shared repository
+            shutil.copy2(model_dir / MODEL_FILE, target / MODEL_FILE)
+
+    def remove(self, model: str, version: str) -> None:
+        shutil.rmtree(self.repository / model / version, ignore_errors=True)
+
+    def load(self, model: str) -> None:
+        """Load (or reload) `model` with the versions now in its directory; a model left with no version is
+        unloaded instead."""
+        root = self.repository / model
+        has_versions = root.is_dir() and any(p.name.isdigit() for p in root.iterdir())
+        action = "load" if has_versions else "unload"
+        try:
+            response = httpx.post(f"{self.url}/v2/repository/models/{model}/{action}", timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"Triton at {self.url} did not answer the {action} of '{model}': {exc}") from None
+        if response.status_code != 200:
+            raise ConfigurationError(f"Triton refused to {action} '{model}': {response.text[:500]}")
+
+    def ready(self, model: str, version: str) -> bool:
+        try:
+            return httpx.get(f"{self.url}/v2/models/{model}/versions/{version}/ready", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def wait_ready(self, model: str, version: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready(model, version):
+            if time.monotonic() > deadline:
+                raise Unavailable(f"version {version} of '{model}' was not ready in Triton after {timeout:.0f}s")
+            time.sleep(0.2)
+
+    def infer(self, model: str, version: str, model_dir: Path, texts: list[str]) -> np.ndarray:
+        """Run `texts` through the version with its own tokenizer, over Triton's HTTP API."""
+        manifest = Manifest.load(model_dir)
+        encoded = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length).encode(texts)
+        inputs = [
+            {"name": name, "datatype": "INT64", "shape": list(array.shape), "data": array.ravel().tolist()}
+            for name, array in encoded.tensors(manifest.input_names).items()
+        ]
+        response = httpx.post(
+            f"{self.url}/v2/models/{model}/versions/{version}/infer", json={"inputs": inputs}, timeout=self.timeout
+        )
+        if response.status_code != 200:
+            raise ConfigurationError(f"version {version} of '{model}' failed to infer: {response.text[:300]}")
+        output = response.json()["outputs"][0]
+        return np.asarray(output["data"], dtype=np.float32).reshape(output["shape"])

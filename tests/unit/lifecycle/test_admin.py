@@ -1,0 +1,120 @@
+"""The admin API in a bare FastAPI app with the project's error edge: the token, each route's answer and its
+change to the state file, refusals mapped to their status, and every route a plain function (run in the thread pool:
+the state file's lock and writes never block an event loop)."""
+
+from __future__ import annotations
+
+import inspect
+from types import SimpleNamespace
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from services.api.errors import install_error_handlers
+from services.lifecycle import transitions
+from services.lifecycle.admin import admin_router
+from services.lifecycle.state import DeploymentStore, VersionState
+
+AUTH = {"Authorization": "Bearer secret"}
+
+
+def app_with(deployments_file, token: str | None = "secret") -> FastAPI:
+    settings = SimpleNamespace(
+        deployments_file=deployments_file, admin_token=SecretStr(token) if token else None, admin_token_file=None
+    )
+    app = FastAPI()
+    install_error_handlers(app)
+    app.include_router(admin_router(settings))
+    return app
+
+
+@pytest.fixture
+def store(tmp_path) -> DeploymentStore:
+    store = DeploymentStore(tmp_path / "deployments.json")
+    store.update(lambda s: transitions.set_auto_update(s, "emb", "m", 2))
+    for version in ("1", "2"):
+        store.update(
+            lambda s, v=version: s.endpoints["emb"].versions.setdefault(v, VersionState(version=v, state="live"))
+        )
+    return store
+
+
+@pytest.fixture
+def client(store) -> TestClient:
+    return TestClient(app_with(store.path))
+
+
+def endpoints(routes: list) -> list:
+    """The route functions, through included routers."""
+    found = []
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        found += endpoints(included.routes) if included is not None else [route.endpoint]
+    return found
+
+
+def test_every_route_is_a_plain_function_run_off_the_event_loop(store):
+    settings = SimpleNamespace(deployments_file=store.path, admin_token=None, admin_token_file=None)
+    found = endpoints(admin_router(settings).routes)
+    assert len(found) == 6 and not any(inspect.iscoroutinefunction(f) for f in found)
+
+
+def test_the_admin_routes_need_the_token_and_are_off_without_one(store, client):
+    assert client.get("/admin/endpoints").status_code == 401
+    assert client.get("/admin/endpoints", headers={"Authorization": "Bearer nope"}).status_code == 401
+    off = TestClient(app_with(store.path, token=None)).get("/admin/endpoints", headers=AUTH)
+    assert off.status_code == 503 and "GATEWAY_ADMIN_TOKEN" in off.json()["error"]["message"]
+    unset = TestClient(app_with(None)).get("/admin/endpoints", headers=AUTH)
+    assert unset.status_code == 503 and "GATEWAY_DEPLOYMENTS_FILE" in unset.json()["error"]["message"]
+
+
+def test_changes_are_written_to_the_state_and_answered(store, client):
+    answer = client.put("/admin/endpoints/new/auto-update", json={"name": "n", "max_versions": 3}, headers=AUTH)
+    assert answer.json() == {"endpoint": "new", "registered_name": "n", "max_versions": 3}
+    assert store.read().endpoints["new"].registered_name == "n"
+    answer = client.put("/admin/endpoints/emb/canary", json={"versions": ["1", "2"], "weights": [1, 3]}, headers=AUTH)
+    assert answer.json() == {"endpoint": "emb", "traffic": {"1": 0.25, "2": 0.75}}
+    answer = client.post("/admin/endpoints/emb/rollout", json={"version": "2"}, headers=AUTH)
+    assert answer.json()["rollout"] | {"steps": None} == answer.json()["rollout"] | {"steps": None, "stable": "1"}
+    assert store.read().endpoints["emb"].rollout.steps == [10, 50, 100]
+    answer = client.delete("/admin/endpoints/emb/versions/1", headers=AUTH)
+    assert answer.json() == {"endpoint": "emb", "version": "1", "state": "draining"}
+    listed = client.get("/admin/endpoints", headers=AUTH).json()["endpoints"]
+    assert [e["endpoint"] for e in listed] == ["emb", "new"]
+    assert [(v["version"], v["state"]) for v in listed[0]["versions"]] == [("2", "live"), ("1", "draining")]
+
+
+@pytest.mark.parametrize(
+    "method, path, body, status, says",
+    [
+        ("put", "/admin/endpoints/encoder/auto-update", {"name": "n"}, 422, "built-in stack"),
+        ("put", "/admin/endpoints/nope/canary", {"newest": 1, "weights": [1]}, 404, "no deployed endpoint 'nope'"),
+        (
+            "put",
+            "/admin/endpoints/emb/canary",
+            {"versions": ["7"], "weights": [1]},
+            409,
+            "version 7 of 'emb' is not live",
+        ),
+        ("put", "/admin/endpoints/emb/canary", {"versions": ["1"], "weights": [1, 2]}, 422, "2 weights for 1 versions"),
+        ("post", "/admin/endpoints/emb/rollout", {"version": "2", "steps": [50, 10]}, 422, "increasing percentages"),
+        ("delete", "/admin/endpoints/emb/versions/9", None, 404, "'emb' has no version 9"),
+    ],
+)
+def test_refusals_answer_with_their_status_and_change_nothing(store, client, method, path, body, status, says):
+    before = store.path.read_text()
+    answer = client.request(method.upper(), path, json=body, headers=AUTH)
+    assert answer.status_code == status and says in answer.json()["error"]["message"]
+    assert store.path.read_text() == before
+
+
+def test_the_lineage_route_is_open_and_names_what_is_deployed(store, client, tmp_path):
+    store.update(lambda s: setattr(s.endpoints["emb"].versions["1"], "lineage", {"run": {"id": "r1"}}))
+    versions = client.get("/models/emb").json()["versions"]
+    assert [(v["version"], v["traffic_share"]) for v in versions] == [("2", 1.0), ("1", 0.0)]
+    assert versions[1]["run"] == {"id": "r1"}
+    assert client.get("/models/nope").status_code == 404
+    unset = TestClient(app_with(None)).get("/models/emb")
+    assert unset.status_code == 404 and "no deployment state" in unset.json()["error"]["message"]

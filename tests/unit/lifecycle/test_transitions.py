@@ -1,0 +1,163 @@
+"""The rules the admin API applies to the deployment state, on their own, and every refusal of any transition: its
+error type, its message, and a state left as it was."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common.errors import Conflict, InvalidInput, NotFound
+from services.lifecycle import transitions
+from services.lifecycle.state import Deployments, EndpointState, VersionState
+from services.triton.repository import MODELS
+from tests.unit.lifecycle.states import POLICY, deployments, rolling
+
+# --- refusals -------------------------------------------------------------------------------------------------------
+REFUSALS = [
+    pytest.param(
+        lambda s: transitions.canary(s, "nope", [1.0], ["1"]),
+        NotFound,
+        "no deployed endpoint 'nope'",
+        id="unknown endpoint",
+    ),
+    pytest.param(
+        lambda s: transitions.set_auto_update(s, "encoder", "m", 2), InvalidInput, "built-in stack", id="reserved name"
+    ),
+    pytest.param(
+        lambda s: transitions.canary(s, "emb", [1.0], ["3"]),
+        Conflict,
+        "3 of 'emb' is not live",
+        id="canary of a loading version",
+    ),
+    pytest.param(
+        lambda s: transitions.canary(s, "emb", [1.0], ["9"]),
+        Conflict,
+        "9 of 'emb' is not live",
+        id="canary of an unknown version",
+    ),
+    pytest.param(
+        lambda s: transitions.start_rollout(s, "emb", "4", **POLICY),
+        Conflict,
+        "not deployed",
+        id="rollout of a rejected version",
+    ),
+    pytest.param(
+        lambda s: transitions.start_rollout(s, "emb", "9", **POLICY),
+        Conflict,
+        "not deployed",
+        id="rollout of an unknown version",
+    ),
+    pytest.param(
+        lambda s: transitions.remove(s, "emb", "9", 0.0),
+        NotFound,
+        "'emb' has no version 9",
+        id="remove an unknown version",
+    ),
+    pytest.param(
+        lambda s: transitions.start_rollout_step(s, "emb", 1, {}, 0.0),
+        Conflict,
+        "no running rollout",
+        id="step without a rollout",
+    ),
+    pytest.param(
+        lambda s: transitions.promote(s, "emb", {}), Conflict, "no running rollout", id="promote without a rollout"
+    ),
+    pytest.param(
+        lambda s: transitions.roll_back(s, "emb", "r", {}, 0.0),
+        Conflict,
+        "no running rollout",
+        id="roll back without a rollout",
+    ),
+    pytest.param(
+        lambda s: transitions.abandon_rollout(s, "emb"), Conflict, "no running rollout", id="abandon without a rollout"
+    ),
+]
+
+
+@pytest.mark.parametrize("change, error, message", REFUSALS)
+def test_a_refusal_raises_its_error_and_changes_nothing(change, error, message):
+    state = deployments(("1", "live"), ("2", "live"), ("3", "loading"), ("4", "rejected"))
+    before = state.model_dump()
+    with pytest.raises(error, match=message):
+        change(state)
+    assert state.model_dump() == before
+
+
+def test_an_unknown_endpoint_is_named_with_the_deployed_ones():
+    with pytest.raises(NotFound, match="deployed: none"):
+        transitions.endpoint(Deployments(), "emb")
+    with pytest.raises(NotFound, match="deployed: a, emb"):
+        transitions.endpoint(Deployments(endpoints={"emb": EndpointState(), "a": EndpointState()}), "b")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_built_in_model_name_is_refused_as_an_endpoint(name):
+    with pytest.raises(InvalidInput, match=f"'{name}' names a model of the built-in stack"):
+        transitions.set_auto_update(Deployments(), name, "m", 2)
+
+
+def test_a_rollout_needs_another_live_version_to_compare_with():
+    with pytest.raises(Conflict, match="'emb' has no other live version to compare version 1 with"):
+        transitions.start_rollout(deployments(("1", "live")), "emb", "1", **POLICY)
+
+
+def test_a_finished_rollout_takes_no_more_steps():
+    state = rolling()
+    state.endpoints["emb"].rollout.status = "promoted"
+    with pytest.raises(Conflict, match="no running rollout"):
+        transitions.start_rollout_step(state, "emb", 1, {}, 0.0)
+
+
+# --- the admin API's transitions ------------------------------------------------------------------------------------
+def test_auto_update_creates_the_endpoint_then_changes_only_its_source():
+    state = Deployments()
+    transitions.set_auto_update(state, "emb", "tiny-emb", 3)
+    assert state.endpoints["emb"].registered_name == "tiny-emb" and state.endpoints["emb"].max_versions == 3
+    state.endpoints["emb"].versions["1"] = VersionState(version="1", state="live")
+    transitions.set_auto_update(state, "emb", "other", 1)
+    assert state.endpoints["emb"].registered_name == "other" and state.endpoints["emb"].max_versions == 1
+    assert list(state.endpoints["emb"].versions) == ["1"]
+
+
+def test_a_canary_by_versions_sets_their_weights_and_returns_the_shares():
+    state = deployments(("1", "live"), ("2", "live"), newest_weights=[1.0, 1.0])
+    shares = transitions.canary(state, "emb", [1.0, 3.0], ["1", "2"])
+    assert shares == {"1": 0.25, "2": 0.75}
+    assert state.endpoints["emb"].weights == {"1": 1.0, "2": 3.0} and state.endpoints["emb"].newest_weights == []
+
+
+def test_a_canary_over_the_newest_versions_clears_the_split_by_version():
+    state = deployments(("1", "live"), ("2", "live"), weights={"1": 1.0})
+    assert transitions.canary(state, "emb", [0.9, 0.1]) == {"2": 0.9, "1": 0.1}
+    assert state.endpoints["emb"].weights == {} and state.endpoints["emb"].newest_weights == [0.9, 0.1]
+
+
+def test_a_canary_replaces_a_running_rollout_and_leaves_a_finished_one():
+    state = rolling()
+    transitions.canary(state, "emb", [1.0], ["1"])
+    rollout = state.endpoints["emb"].rollout
+    assert (rollout.status, rollout.outcome) == ("rolled_back", "replaced by a canary split")
+    state = rolling()
+    state.endpoints["emb"].rollout.status = "promoted"
+    transitions.canary(state, "emb", [1.0], ["1"])
+    assert state.endpoints["emb"].rollout.status == "promoted" and state.endpoints["emb"].rollout.outcome is None
+
+
+def test_a_rollout_is_judged_against_the_version_with_most_traffic_and_ends_any_split():
+    state = deployments(("1", "live"), ("2", "live"), ("3", "loading"), weights={"1": 0.2, "2": 0.8})
+    rollout = transitions.start_rollout(state, "emb", "3", **POLICY)
+    assert (rollout.version, rollout.stable, rollout.steps, rollout.step, rollout.status) == (
+        "3",
+        "2",
+        [10, 50, 100],
+        0,
+        "running",
+    )
+    assert state.endpoints["emb"].rollout is rollout and state.endpoints["emb"].weights == {}
+
+
+def test_removing_a_version_drains_it_from_now_and_drops_its_weight():
+    state = deployments(("1", "live"), ("2", "live"), weights={"1": 0.5, "2": 0.5})
+    transitions.remove(state, "emb", "1", now=100.0)
+    record = state.endpoints["emb"].versions["1"]
+    assert (record.state, record.drain_started) == ("draining", 100.0)
+    assert state.endpoints["emb"].weights == {"2": 0.5}

@@ -1,0 +1,51 @@
+"""A controller over a real deployment state file and the fakes of `fakes.py`, for the controller's unit tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from services.lifecycle import transitions
+from services.lifecycle.controller import Controller
+from services.lifecycle.settings import ControllerSettings
+from services.lifecycle.state import DeploymentStore, EndpointState
+from tests.support.models import UNIT_HIDDEN, unit_model_dir
+from tests.unit.lifecycle.fakes import Clock, FakeMetrics, FakeRegistry, FakeTriton
+
+
+class World:
+    """A controller over endpoint `emb`, fed by registered model `m`, and everything it talks to."""
+
+    def __init__(self, tmp_path, max_versions: int = 2):
+        self.model_dir = unit_model_dir(tmp_path / "source")
+        self.settings = ControllerSettings(run_dir=tmp_path / "run", interval=1.0, drain_seconds=3.0)
+        self.registry, self.triton = FakeRegistry(), FakeTriton(UNIT_HIDDEN)
+        self.metrics, self.clock = FakeMetrics(), Clock()
+        self.forward_answer = np.ones((2, UNIT_HIDDEN), np.float32)
+        self.controller = Controller(
+            self.settings,
+            self.registry,
+            self.triton,
+            self.metrics,
+            clock=self.clock,
+            monotonic=self.clock,
+            forward=lambda model_dir, manifest: self.forward_answer,
+        )
+        self.store = DeploymentStore(self.settings.deployments_file)
+        self.store.update(lambda s: transitions.set_auto_update(s, "emb", "m", max_versions))
+
+    def register(self, **tags: str) -> str:
+        return self.registry.add("m", self.model_dir, tags)
+
+    def tick(self, seconds: float = 0.0) -> EndpointState:
+        self.clock.advance(seconds)
+        self.controller.tick()
+        return self.endpoint()
+
+    def endpoint(self) -> EndpointState:
+        return self.store.read().endpoints["emb"]
+
+    def states(self) -> dict[str, str]:
+        return {v: r.state for v, r in self.endpoint().versions.items()}
+
+    def serving(self) -> set[str]:
+        return {v for m, v in self.triton.loaded if m == "emb"}

@@ -1,0 +1,70 @@
+"""A matrix run's outputs from its measurements: the report's table (fastest first, noisy configurations flagged,
+efficiency where the model's cost is known), the ceiling's drift, the warnings; and `loadtest plot` redraws the
+same report from summary.json."""
+
+import csv
+import json
+
+from loadtest.matrix.config import MatrixConfig
+from loadtest.matrix.measure import Measurement
+from loadtest.matrix.report import efficiency_cells, markdown, write_outputs
+from loadtest.matrix.run import replot
+from loadtest.matrix.summary import aggregate
+
+INFO = {"cpus": 2, "cpu_model": "test CPU", "platform": "Linux", "python": "3.12.0"}
+CEILING = {"rate": 200.0, "batch": 16, "start": 190.0, "end": 210.0, "cpu_us_per_sequence": {"1": 4000.0, "8": 2000.0}}
+
+
+def measurement(stack, throughput, kind="saturation", round_no=1, **fields) -> Measurement:
+    return Measurement(stack, 1, True, kind, None, throughput, 1.0, 5.0, 8.0, 12.0, 20.0, 50, round=round_no, **fields)
+
+
+def run_measurements() -> list[Measurement]:
+    return [
+        measurement("fastapi", 50.0, batch_size=1.0, cpu_us_per_request=8000.0, front_cpu_us_per_request=8000.0),
+        measurement("triton", 80.0, batch_size=8.0, cpu_us_per_request=4000.0, model_cpu_us_per_sequence=3000.0),
+        measurement("triton", 120.0, round_no=2, batch_size=8.0, cpu_us_per_request=4000.0),
+        measurement("triton", 60.0, kind="load", warnings=["the generator fell behind"]),
+    ]
+
+
+def test_the_report_lists_configurations_fastest_first_and_flags_noisy_ones():
+    report = markdown("run-1", run_measurements(), CEILING, INFO, MatrixConfig(configs=[], rounds=2))
+    rows = [line for line in report.splitlines() if line.startswith(("| fastapi", "| triton"))]
+    assert [row.split(" | ")[0] for row in rows] == ["| triton w1 batching on", "| fastapi w1"]
+    assert "| 100.0 | 80-120 (spread 40%) | 0.50 |" in rows[0]
+    assert "Spread over 10% between rounds" in report and "triton w1 batching on (40%)" in report
+    assert "in 2 interleaved round(s)" in report and "2 CPUs (test CPU)" in report
+    assert "It was 190.0 at the start of the run and 210.0 at its end (+11%)" in report
+    assert "![latency](latency.png)" in report, "open-loop levels ran"
+    assert "- triton w1 batching on at 0 req/s: the generator fell behind" in report
+    assert "## Why" not in report, "no traced configuration"
+
+
+def test_efficiency_is_the_model_s_cost_over_the_stack_s():
+    fastapi, triton = sorted(
+        aggregate([m for m in run_measurements() if m.kind == "saturation"]), key=lambda s: s.stack
+    )
+    assert efficiency_cells(triton, CEILING) == "8.0 | 3000 | 75%", "its own round's reference"
+    assert efficiency_cells(fastapi, CEILING) == "1.0 | 4000 | 50%", "else the run's averaged reference"
+    fastapi.batch_size = 128.0
+    assert efficiency_cells(fastapi, CEILING) == "128.0 | - | -", "beyond the measured batch sizes"
+    fastapi.cpu_us_per_request = None
+    assert efficiency_cells(fastapi, CEILING) == "- | - | -"
+
+
+def test_replot_redraws_the_same_report_from_summary_json(tmp_path):
+    measurements = [m for m in run_measurements() if m.kind == "saturation"]
+    analyses = {"triton-w1-on": {"error": "no traces"}}
+    write_outputs(tmp_path, measurements, CEILING, INFO, MatrixConfig(configs=[]), analyses)
+    with open(tmp_path / "summary.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["label"] for row in rows] == ["fastapi w1", "triton w1 batching on", "triton w1 batching on"]
+    assert "warnings" not in rows[0]
+    assert json.loads((tmp_path / "machine.json").read_text()) == INFO
+    assert (tmp_path / "throughput.png").stat().st_size and not (tmp_path / "latency.png").exists()
+    first = (tmp_path / "report.md").read_text()
+    assert "- **triton-w1-on**: no traces" in first
+    (tmp_path / "report.md").unlink()
+    replot(tmp_path)
+    assert (tmp_path / "report.md").read_text() == first

@@ -1,0 +1,27 @@
+"""One real embedded MLflow store (SQLite and artifacts under a temporary run directory, no server) for the
+registry's unit tests: creating it and importing MLflow take seconds, so these tests share one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.registry.settings import RegistrySettings
+
+UI = "http://mlflow.test:5000"
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    from services.registry.mlflow_registry import ModelRegistry
+
+    run_dir = tmp_path_factory.mktemp("run")
+    return ModelRegistry(RegistrySettings(run_dir=run_dir, tracking_uri=None, ui_url=UI))
+
+
+@pytest.fixture(scope="session")
+def dataset_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "reviews.csv"
+    path.write_text("text,label\ngreat,positive\nawful,negative\n")
+    return path

@@ -1,0 +1,189 @@
+"""The MLflow adapter against a real embedded store: what the controller asks of the registry (versions, fetch,
+lineage, tag, promote) after a model took the project's registration path (`publish`, what `register` runs after
+the export)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from services.common.contract import Manifest
+from services.common.errors import ConfigurationError, NotFound
+from services.registry.mlflow_registry import ARTIFACT_PATH, DatasetRef, code_revision
+from tests.support.models import unit_model_dir
+from tests.unit.registry.conftest import UI
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return unit_model_dir(tmp_path_factory.mktemp("built") / "model")
+
+
+@pytest.fixture(scope="module")
+def published(registry, model_dir, dataset_file) -> dict:
+    """Version 1 of `unit-emb`, with a data set; version 2 without."""
+    first = registry.publish(model_dir, "unit-emb", dataset=DatasetRef(dataset_file, version="7"))
+    second = registry.publish(model_dir, "unit-emb")
+    return {"1": first, "2": second}
+
+
+def test_publish_registers_numbered_versions_with_their_run(published):
+    assert [(v["name"], v["version"]) for v in published.values()] == [("unit-emb", "1"), ("unit-emb", "2")]
+    assert published["1"]["run_id"] != published["2"]["run_id"], "one run per registration"
+
+
+def test_versions_are_in_numeric_order_with_the_manifest_hash_tag(registry, published, model_dir):
+    manifest_hash = hashlib.sha256(Manifest.load(model_dir).model_dump_json().encode()).hexdigest()[:16]
+    versions = registry.versions("unit-emb")
+    assert [(v.version, v.run_id) for v in versions] == [(k, p["run_id"]) for k, p in published.items()]
+    assert all(v.tags["manifest.sha256"] == manifest_hash for v in versions)
+
+
+def test_versions_past_nine_sort_as_numbers(registry, published):
+    run_id = published["1"]["run_id"]
+    registry.client.create_registered_model("many")
+    for _ in range(11):
+        registry.client.create_model_version("many", source=f"runs:/{run_id}/{ARTIFACT_PATH}", run_id=run_id)
+    assert [v.version for v in registry.versions("many")] == [str(n) for n in range(1, 12)]
+    assert registry.versions("no such model") == []
+
+
+def test_fetch_downloads_the_artifacts_the_manifest_hashes(registry, published, model_dir, tmp_path):
+    fetched = registry.fetch("unit-emb", "1", tmp_path / "dest")
+    assert fetched.is_relative_to(tmp_path / "dest")
+    manifest = Manifest.load(fetched)
+    manifest.verify_files(fetched)
+    assert manifest == Manifest.load(model_dir)
+    assert {p.name: p.read_bytes() for p in fetched.iterdir()} == {p.name: p.read_bytes() for p in model_dir.iterdir()}
+
+
+def test_fetch_of_an_unknown_version_is_not_found(registry, published, tmp_path):
+    with pytest.raises(NotFound, match="registry has no version 9 of 'unit-emb'"):
+        registry.fetch("unit-emb", "9", tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+
+
+def test_the_run_records_what_was_built_and_from_what(registry, published, model_dir):
+    run = registry.client.get_run(published["1"]["run_id"])
+    manifest = Manifest.load(model_dir)
+    assert run.info.run_name == "register unit-emb"
+    assert run.info.experiment_id == registry.experiment_id()
+    assert {k: run.data.tags[k] for k in ("code_revision", "model.task", "model.name")} == {
+        "code_revision": code_revision(),
+        "model.task": "embedding",
+        "model.name": "unit-embedding",
+    }
+    assert run.data.params == {
+        "export.opset": "17",
+        "export.torch": "-",
+        "export.transformers": "-",
+        "export.onnx": "-",
+        "export.max_abs_diff": "0.0",
+    }
+    assert manifest.build.fingerprint not in run.data.params.values()
+
+
+def test_lineage_names_the_version_its_run_and_its_data_set(registry, published, model_dir, dataset_file):
+    run_id = published["1"]["run_id"]
+    experiment = registry.experiment_id()
+    lineage = registry.lineage("unit-emb", "1", model_dir)
+    assert lineage == {
+        "registry": {"name": "unit-emb", "version": "1", "url": f"{UI}/#/models/unit-emb/versions/1"},
+        "run": {
+            "id": run_id,
+            "name": "register unit-emb",
+            "url": f"{UI}/#/experiments/{experiment}/runs/{run_id}",
+        },
+        "code_revision": code_revision(),
+        "datasets": [
+            {
+                "name": "reviews",
+                "digest": DatasetRef(dataset_file).digest,
+                "version": "7",
+                "source": str(dataset_file.resolve()),
+            }
+        ],
+        "artifacts": Manifest.load(model_dir).files,
+    }
+    assert len(lineage["datasets"][0]["digest"]) == 16
+
+
+def test_lineage_without_a_model_dir_or_data_set(registry, published, tmp_path):
+    lineage = registry.lineage("unit-emb", "2")
+    assert lineage["datasets"] == [] and "artifacts" not in lineage and "pipeline" not in lineage
+    assert "artifacts" not in registry.lineage("unit-emb", "2", tmp_path / "no manifest here")
+
+
+def test_lineage_follows_a_pipeline_run_and_its_steps(registry, model_dir, dataset_file):
+    mlflow = registry.mlflow
+    dataset = DatasetRef(dataset_file, "reviews", "8")
+    experiment = registry.experiment_id()
+    with mlflow.start_run(experiment_id=experiment, run_name="train pipe") as parent:  # as `serving train` does
+        with mlflow.start_run(experiment_id=experiment, run_name="2 register", nested=True) as step:
+            registered = registry.publish(model_dir, "pipe", run_id=step.info.run_id)
+        with mlflow.start_run(experiment_id=experiment, run_name="1 prepare", nested=True) as prepare:
+            registry.log_dataset(dataset)
+    assert registered["run_id"] == step.info.run_id, "logged into the pipeline's step, not a new run"
+    lineage = registry.lineage("pipe", registered["version"])
+    assert lineage["pipeline"] == {
+        "id": parent.info.run_id,
+        "name": "train pipe",
+        "url": f"{UI}/#/experiments/{experiment}/runs/{parent.info.run_id}",
+        "steps": [
+            {
+                "name": "1 prepare",
+                "id": prepare.info.run_id,
+                "url": f"{UI}/#/experiments/{experiment}/runs/{prepare.info.run_id}",
+            },
+            {
+                "name": "2 register",
+                "id": step.info.run_id,
+                "url": f"{UI}/#/experiments/{experiment}/runs/{step.info.run_id}",
+            },
+        ],
+    }
+    assert [(d["name"], d["version"]) for d in lineage["datasets"]] == [("reviews", "8")], "found on a sibling step"
+
+
+def test_a_missing_data_set_file_is_a_configuration_error(registry, tmp_path):
+    run = registry.mlflow.start_run(experiment_id=registry.experiment_id(), run_name="no data")
+    with run, pytest.raises(ConfigurationError, match="does not exist"):
+        registry.log_dataset(DatasetRef(tmp_path / "missing.csv"))
+
+
+def test_tag_stores_strings_cut_to_mlflows_limit(registry, published):
+    registry.tag("unit-emb", "2", {"deployment": "refused", "attempts": 3, "reason": "x" * 6000})
+    tags = {v.version: v.tags for v in registry.versions("unit-emb")}["2"]
+    assert (tags["deployment"], tags["attempts"], len(tags["reason"])) == ("refused", "3", 5000)
+
+
+def test_promote_moves_the_alias_to_the_version(registry, published):
+    alias = registry.client.get_model_version_by_alias
+    registry.promote("unit-emb", "1")
+    assert str(alias("unit-emb", "champion").version) == "1"
+    registry.promote("unit-emb", "2")
+    assert str(alias("unit-emb", "champion").version) == "2"
+    registry.promote("unit-emb", "1", alias="stable")
+    assert (str(alias("unit-emb", "stable").version), str(alias("unit-emb", "champion").version)) == ("1", "2")
+
+
+def test_the_experiment_keeps_its_artifacts_under_the_run_directory(registry):
+    experiment = registry.client.get_experiment(registry.experiment_id())
+    assert experiment.name == "transformer-serving"
+    assert experiment.artifact_location == registry.settings.artifact_uri
+    assert registry.settings.artifact_root == registry.settings.run_dir / "mlflow" / "artifacts"
+    assert registry.uri == f"sqlite:///{(registry.settings.run_dir / 'mlflow' / 'mlflow.db').resolve()}"
+
+
+def test_a_pipeline_split_over_two_experiments_links_each_run_to_its_own(registry, model_dir, tmp_path):
+    mlflow = registry.mlflow
+    elsewhere = registry.client.create_experiment("elsewhere", artifact_location=(tmp_path / "a").as_uri())
+    with (
+        mlflow.start_run(experiment_id=registry.experiment_id(), run_name="pipe") as parent,
+        mlflow.start_run(experiment_id=elsewhere, run_name="register", nested=True) as step,
+    ):
+        registered = registry.publish(model_dir, "split", run_id=step.info.run_id)
+    pipeline = registry.lineage("split", registered["version"])["pipeline"]
+    assert pipeline["url"] == f"{UI}/#/experiments/{registry.experiment_id()}/runs/{parent.info.run_id}"
+    assert [s["url"] for s in pipeline["steps"]] == [f"{UI}/#/experiments/{elsewhere}/runs/{step.info.run_id}"]

@@ -1,0 +1,53 @@
+"""The `serving` commands that read the run directory: they take it from SERVING_RUN_DIR when they run (not when
+the CLI is imported) and end a user's mistake in one line with exit code 2."""
+
+import json
+
+from typer.testing import CliRunner
+
+from services.cli import app
+from services.launcher import free_port
+from services.stacks import StackOptions, write_stack_info
+from tests.support.models import unit_model_dir
+
+
+def serving(run_dir, *args):
+    return CliRunner().invoke(app, list(args), env={"SERVING_RUN_DIR": str(run_dir)})
+
+
+def test_help_lists_every_command_group():
+    output = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    for command in ("model-repo", "up", "observability", "down", "status", "logs", "analyze", "model", "endpoints"):
+        assert f" {command} " in output
+
+
+def test_status_and_down_of_an_empty_run_directory(tmp_path):
+    status = serving(tmp_path, "status", "--json")
+    assert status.exit_code == 0 and json.loads(status.stdout) == {"processes": []}
+    assert "nothing is running" in serving(tmp_path, "status").stdout
+    down = serving(tmp_path, "down")
+    assert down.exit_code == 0 and "nothing was running" in down.output
+
+
+def test_status_shows_the_recorded_processes_and_the_stack_they_make_up(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "gateway.pid").write_text("999999999")  # above any pid: its process group does not exist
+    options = StackOptions(model_dir=unit_model_dir(tmp_path / "model"), run_dir=run_dir, port=free_port())
+    write_stack_info(options)
+    report = json.loads(serving(run_dir, "status", "--json").stdout)
+    assert [(p["name"], p["state"]) for p in report["processes"]] == [("gateway", "dead")]
+    assert report["stack"] == "clearml" and report["ready"] is False, "nothing answers on the API's port"
+    table = serving(run_dir, "status").stdout
+    assert "gateway" in table and "dead" in table and f"http://127.0.0.1:{options.port}/serve/" in table
+
+
+def test_logs_without_a_log_directory_says_how_to_get_one(tmp_path):
+    result = serving(tmp_path, "logs")
+    assert result.exit_code == 2 and f"no logs in {tmp_path / 'logs'}" in result.output
+
+
+def test_up_refuses_a_batching_that_is_neither_on_nor_off(tmp_path):
+    result = serving(tmp_path, "up", "--batching", "maybe")
+    assert result.exit_code == 2 and "BATCHING must be on or off, not 'maybe'" in result.output
+    assert not list(tmp_path.iterdir()), "nothing started, nothing written"
