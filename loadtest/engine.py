@@ -4,6 +4,11 @@ Apache Bench `-c`), over aiohttp, in one or several processes.
 Open loop: request i is due at start + i/rate whatever the server does; its latency is measured from that due time,
 so a server that stalls cannot hide the queue it causes (no coordinated omission). When the generator itself falls
 behind its schedule its stats show by how much (`AttackStats.max_lag`), and `loadtest.spec.warnings_for` says so aloud.
+
+A latency is measured from the earlier of the due time and the moment the request began, on one monotonic clock, so it
+is never negative: uvloop's timers fire up to ~1.3 ms *before* the time asked (libuv keeps its loop time in whole
+milliseconds and rounds the delay), so a request can go out before it is due, and measured from its due time an
+answer that came back at once (a 429 from a server shedding load, ~0.3 ms on loopback) had a negative latency.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import aiohttp
 import uvloop
+from opentelemetry.trace import StatusCode
 
 from loadtest.results import Result
 from loadtest.spec import AttackSpec, AttackStats  # callers build their attacks as engine.AttackSpec(...)
@@ -33,11 +39,13 @@ async def _fire(
     name: str,
     tracing: ClientTracing | None = None,
 ) -> Result:
+    origin = min(due_mono, time.monotonic())  # early when the loop's timer fired early: never after the send
+    began = due_wall - (due_mono - origin)
     code, size, error, retry_after = 0, 0, "", None
     headers = target.headers
     span = None
     if tracing is not None:
-        extra, span = tracing.start(target.method, target.url, int(due_wall * 1e9))
+        extra, span = tracing.start(target.method, target.url, int(began * 1e9))
         headers = {**headers, **extra} if extra else headers
     try:
         async with session.request(target.method, target.url, data=target.body or None, headers=headers) as response:
@@ -51,13 +59,12 @@ async def _fire(
         error = "timeout"
     except aiohttp.ClientError as exc:
         error = str(exc) or type(exc).__name__
-    latency = int((time.monotonic() - due_mono) * 1e9)
+    latency = int((time.monotonic() - origin) * 1e9)
     if span is not None:
-        span.set_attribute("http.response.status_code", code)
-        span.end(end_time=int(due_wall * 1e9) + latency)
+        _end_span(span, code, error, int(began * 1e9) + latency)
     return Result(
         seq=seq,
-        timestamp=due_wall,
+        timestamp=began,
         latency=latency,
         code=code,
         bytes_in=size,
@@ -68,6 +75,16 @@ async def _fire(
         attack=name,
         retry_after=retry_after,
     )
+
+
+def _end_span(span, code: int, error: str, end_ns: int) -> None:
+    """The client span's outcome, so `serving analyze` can count the requests that failed or timed out (their server
+    spans may never arrive) instead of silently leaving them out."""
+    span.set_attribute("http.response.status_code", code)
+    if error:
+        span.set_attribute("error.type", "timeout" if error == "timeout" else str(code) if code else error)
+        span.set_status(StatusCode.ERROR, error)
+    span.end(end_time=end_ns)
 
 
 def _dropped(seq: int, due_wall: float, name: str) -> Result:

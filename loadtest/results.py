@@ -13,10 +13,11 @@ from pathlib import Path
 class Result:
     seq: int
     timestamp: float
-    """When the request was due (open loop: its scheduled time; closed loop: when it was sent), epoch seconds."""
+    """When the request was due (open loop: its scheduled time, or when it began if that was earlier; closed loop:
+    when it was sent), epoch seconds."""
     latency: int
-    """Nanoseconds from `timestamp` to the end of the response: queueing in the generator counts (no coordinated
-    omission)."""
+    """Nanoseconds from `timestamp` to the end of the response, on a monotonic clock, never negative: queueing in the
+    generator counts (no coordinated omission)."""
     code: int
     bytes_in: int
     bytes_out: int

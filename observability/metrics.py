@@ -9,6 +9,7 @@ metrics live in this process's default registry. Histograms are cumulative Prome
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Iterator
@@ -121,7 +122,8 @@ ENDPOINT_LATENCY = Histogram(
 
 @contextmanager
 def endpoint_request(endpoint: str, version: str) -> Iterator[None]:
-    """Count and time one request answered by `version` of `endpoint`, with the status it ends with."""
+    """Count and time one request answered by `version` of `endpoint`, with the status it ends with; one cancelled
+    (its client gone, its deadline passed: `services.api.lifetime`) as 499, not as the version's failure."""
     start = time.perf_counter()
     code = "500"
     try:
@@ -129,6 +131,9 @@ def endpoint_request(endpoint: str, version: str) -> Iterator[None]:
         code = "200"
     except Exception as exc:
         code = str(getattr(exc, "status_code", 500))
+        raise
+    except asyncio.CancelledError:
+        code = "499"
         raise
     finally:
         child(ENDPOINT_REQUESTS, endpoint, version, code).inc()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import typer
 
-from services.commands import analyze, logs, model, observability, stack, status
-from services.gateway.endpoint_commands import endpoints_app, metrics_app
+from services.commands import analyze, logs, model, observability, stack, status, supervise
+from services.gateway.endpoint_commands import endpoints_app
+from services.gateway.metrics_commands import metrics_app
 from services.lifecycle.cli import register_commands
 
 app = typer.Typer(help="Serve a Hugging Face transformer three ways and take it down again.", no_args_is_help=True)
@@ -28,6 +29,7 @@ app.command("down")(stack.down)
 app.command("status")(status.status)
 app.command("logs")(logs.logs)
 app.command("analyze")(analyze.analyze)
+app.command("supervise", hidden=True)(supervise.supervise)
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 # The lifecycle controller: watches the MLflow registry, deploys new versions into Triton's repository, runs
-# rollouts (services/lifecycle/controller.py). The `registry` role: the serving code plus the MLflow client.
+# rollouts (services/lifecycle/controller/). The `registry` role: the serving code plus the MLflow client.
 FROM python:3.11.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./

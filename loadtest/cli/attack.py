@@ -61,7 +61,10 @@ def attack_command(
         timeout=timeout,
         name=mix,
         tracing=tracing.client_tracing(
-            trace_ratio, format, otlp_endpoint, {"loadtest.attack": mix, "loadtest.rate": rate or 0}
+            trace_ratio,
+            format,
+            otlp_endpoint,
+            {"loadtest.attack": mix, "loadtest.rate": rate or 0, "loadtest.trace_ratio": trace_ratio},
         ),
     )
     if engine_name not in ENGINES:

@@ -35,7 +35,9 @@ def overload_command(
     out: RunsOut = Path("results/overload"),
 ) -> None:
     """Attack a fresh stack at FACTOR x its saturated rate; exit 1 unless it sheds cleanly, keeps its goodput and
-    memory, and recovers (the checks are printed and written to report.md)."""
+    memory, and recovers (the checks are printed and written to report.md). Goodput and p99 are judged against the
+    CPU the stack could use in each phase, measured and reported with them: on a shared machine its neighbours'
+    load is not held against it."""
     config = OverloadConfig(
         stack=stack, workers=workers, factor=factor, overload_seconds=seconds, saturate_seconds=saturate, procs=procs
     )

@@ -36,6 +36,12 @@ class OverloadConfig:
     """Generator processes for the open-loop phases."""
     # What passes: the issue's production bar.
     min_goodput_ratio: float = 0.85
+    """Goodput during the overload against the saturated rate, both per CPU the stack could use (`cpu`)."""
     max_rss_growth: float = 0.10
     max_recovery_seconds: float = 5.0
     admitted_p99_bound_ms: float = 2000.0
+    """For a stack that has the CPU its load generator leaves on this machine; with less, the bound grows as 1 / the
+    share it could use (Little's law: the same in-flight bound served at a proportionally lower rate)."""
+    min_cpu_share: float = 0.25
+    """The goodput bar and the p99 bound are scaled by the stack's CPU share down to this floor and no further:
+    below it the run says too little about the stack to excuse it."""

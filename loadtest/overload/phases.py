@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from loadtest import engine
+from loadtest.overload import cpu
 from loadtest.overload.config import SHED_CODES, OverloadConfig
 from loadtest.overload.judge import OverloadReport, judge
 from loadtest.overload.sampling import (
@@ -30,14 +31,14 @@ console = Console(stderr=True)
 
 @dataclass
 class _Phases:
-    """What the three phases of the overload left: their results, the stack's CPU readings between them, the
-    generator's stats and the memory samples of the open-loop attack."""
+    """What the three phases of the overload left: their results, the CPU readings around the saturation and the
+    overload, the generator's stats and the memory samples of the open-loop attack."""
 
     before: list[Result]
     attack: list[Result]
     after: list[Result]
-    cpu: tuple[tuple[float, float], ...]
-    """`cpu_seconds()` before the saturation, after it, after the overload."""
+    readings: tuple[cpu.CpuReading, ...]
+    """Before the saturation, after it, as the overload starts, after it."""
     rate: float
     offered: float
     attack_end: float
@@ -61,9 +62,9 @@ def overload(config: OverloadConfig, stack: RunningStack, raw_dir: Path | None =
 def _run_phases(config: OverloadConfig, stack: RunningStack) -> _Phases:
     targets = stack.targets()
     engine.closed_run(targets, config.warmup_seconds, config.concurrency, "warmup")
-    cpu_start = stack.cpu_seconds()
+    readings = [cpu.read(stack)]
     before, _ = engine.closed_run(targets, config.saturate_seconds, config.concurrency, "saturation")
-    cpu_saturated = stack.cpu_seconds()
+    readings.append(cpu.read(stack))
     rate = saturated_rate(before, config.saturate_seconds)
     if rate <= 0:
         raise RuntimeError(f"the stack served nothing in {config.saturate_seconds:g} s: is it healthy?")
@@ -75,25 +76,27 @@ def _run_phases(config: OverloadConfig, stack: RunningStack) -> _Phases:
     attack: list[Result] = []
     start = time.time()
     with MemorySampler(stack) as memory:
+        readings.append(cpu.read(stack))
         stats = engine.attack(spec, attack.append, processes=config.procs)
-    cpu_overload = stack.cpu_seconds()
+        readings.append(cpu.read(stack))
     after, _ = engine.closed_run(targets, config.recovery_seconds, config.concurrency, "recovery")
-    cpu = (cpu_start, cpu_saturated, cpu_overload)
-    return _Phases(before, attack, after, cpu, rate, offered, start + config.overload_seconds, stats, memory)
+    end = start + config.overload_seconds
+    return _Phases(before, attack, after, tuple(readings), rate, offered, end, stats, memory)
 
 
 def _figures(config: OverloadConfig, phases: _Phases) -> OverloadReport:
     """The overload's figures from its phases (the verdicts not yet judged)."""
     attack, rate, memory = phases.attack, phases.rate, phases.memory
-    cpu_start, cpu_saturated, cpu_overload = phases.cpu
+    sat_start, sat_end, over_start, over_end = phases.readings
+    limit = cpu.cpu_limit()
     ok = [r for r in attack if is_ok(r)]
     first = min(r.timestamp for r in attack)
     last = max(r.timestamp for r in attack)
     goodput = len(ok) / max(last - first, 1e-9)  # 2xx per second of the attack's schedule
     settled = memory.at(first + config.settle_seconds)
     shed = [r for r in attack if r.code in SHED_CODES]
-    front_per_ok = (cpu_saturated[1] - cpu_start[1]) / max(len([r for r in phases.before if is_ok(r)]), 1)
-    front_overload = cpu_overload[1] - cpu_saturated[1]
+    front_per_ok = (sat_end.front - sat_start.front) / max(len([r for r in phases.before if is_ok(r)]), 1)
+    front_overload = over_end.front - over_start.front
     end = memory.samples[-1][1]
     return OverloadReport(
         saturated_rate=rate,
@@ -110,9 +113,9 @@ def _figures(config: OverloadConfig, phases: _Phases) -> OverloadReport:
         recovery_seconds=recovery_time(phases.after, phases.attack_end, rate),
         front_cpu_us_per_ok=front_per_ok * 1e6,
         front_cpu_us_per_shed=(front_overload - len(ok) * front_per_ok) / max(len(shed), 1) * 1e6,
-        server_cpu_overload=(cpu_overload[0] - cpu_saturated[0]) / phases.stats.wall_seconds,
+        cpu_saturation=cpu.phase_cpu(sat_start, sat_end, limit),
+        cpu_overload=cpu.phase_cpu(over_start, over_end, limit),
         generator_lag_ms=phases.stats.max_lag * 1000,
-        generator_cpu=phases.stats.cpu_busy,
         timeline=timeline(attack + phases.after, first, 1.0, memory),
     )
 

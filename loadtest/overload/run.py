@@ -23,6 +23,8 @@ def run(config: OverloadConfig, model_dir: Path, out: Path) -> tuple[OverloadRep
     out.mkdir(parents=True, exist_ok=True)
     with running_stack(config.stack, model_dir, workers=config.workers, batching=config.batching) as stack:
         report = overload(config, stack, out / "raw")
+        console.print(f"CPUs at saturation: {report.cpu_saturation.describe()}")
+        console.print(f"CPUs during the overload: {report.cpu_overload.describe()}")
         for verdict in report.verdicts:
             mark = "[green]pass[/]" if verdict.passed else "[bold red]FAIL[/]"
             console.print(f"{mark} {verdict.name}: {verdict.detail}")

@@ -4,8 +4,9 @@ The spans come from every hop: the load generator's client span (`loadtest POST`
 (gateway or FastAPI: `POST /serve`) with one child per stage (`parse`, `preprocess`, `triton`/`inference`,
 `postprocess`: `observability.metrics.stage`), and Triton's own (OpenTelemetry mode): `InferRequest`, one span per
 model (ensemble and composing models) with QUEUE_START, and under each a `compute` span with COMPUTE_START,
-COMPUTE_INPUT_END, COMPUTE_OUTPUT_START, COMPUTE_END. Each stage is what one hop adds beyond the hops inside it, so
-the stages of a trace add up to its end-to-end time.
+COMPUTE_INPUT_END, COMPUTE_OUTPUT_START, COMPUTE_END. Each stage is what one hop adds beyond the hops inside it,
+within its parent's time (`services.analysis.segments`), so the stages of a trace partition its end-to-end time
+exactly. Requests that failed (the client span's status) are counted by outcome, not decomposed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from services.analysis.segments import MS, Segment, partition
 from services.analysis.spans import Span
 
 FRONT_STAGES = {
@@ -23,7 +25,9 @@ FRONT_STAGES = {
     "batch": "coalesced batch (tokenize + backend)",
 }
 BACKEND_STAGES = ("triton", "inference")
-MS = 1e-6
+BEFORE = "before the handler (network, accept queue)"
+OK = "ok"
+INCOMPLETE = "incomplete trace (no server span arrived)"
 
 
 @dataclass
@@ -31,79 +35,97 @@ class Decomposition:
     trace_id: str
     total_ms: float
     stages: dict[str, float] = field(default_factory=dict)
-    """Stage -> milliseconds, in the order of the request's path."""
+    """Stage -> milliseconds, in the order of the request's path; they add up to `total_ms` exactly."""
     attributes: dict = field(default_factory=dict)
     """The client span's attributes (the attack and its offered rate), when the trace has one."""
+    outcome: str = OK
+    """"ok", or how the request failed: "timeout", "HTTP 429", "no answer (...)", "incomplete trace" (a client span
+    whose server spans never arrived). Failed requests are counted, not decomposed (`stages` is empty)."""
+    clipped: dict[str, float] = field(default_factory=dict)
+    """Stage -> milliseconds its spans ran outside their parent's span (Triton's compute output after the response):
+    not counted in any stage, so that the stages partition the end-to-end time."""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == OK
 
 
-def _ms(end: int, start: int) -> float:
-    return max(0.0, (end - start) * MS)
+def _leaf_model(model: Span, name: str, kids: list[Span]) -> Segment:
+    """A model that runs itself: its queue (from QUEUE_START, and Triton's scheduling around the execution), then
+    the compute span's input, infer and output stretches from its events."""
+    compute = next((k for k in kids if k.name == "compute"), None)
+    if compute is None or "COMPUTE_START" not in compute.events:
+        return Segment(f"{name} (untimed)", model.start_ns, model.end_ns)
+    ev = compute.events
+    input_end = ev.get("COMPUTE_INPUT_END", ev["COMPUTE_START"])
+    output_start = ev.get("COMPUTE_OUTPUT_START", ev.get("COMPUTE_END", input_end))
+    output_end = ev.get("COMPUTE_END", output_start)
+    return Segment(
+        f"{name} queue",
+        model.start_ns,
+        model.end_ns,
+        [
+            Segment(f"{name} compute input", ev["COMPUTE_START"], input_end),
+            Segment(f"{name} infer", input_end, output_start),
+            Segment(f"{name} compute output", output_start, output_end),
+        ],
+    )
 
 
-def _add(stages: dict[str, float], name: str, value: float) -> None:
-    stages[name] = stages.get(name, 0.0) + value
-
-
-def _triton(request: Span, children: dict[str, list[Span]], stages: dict[str, float]) -> None:
-    """Triton's part: its protocol handling, the ensemble's hand-offs, each model's queue and compute."""
-    models = children.get(request.span_id, [])
-    inside = sum(m.duration_ns for m in models) * MS
-    _add(stages, "Triton request handling", max(0.0, request.duration_ns * MS - inside))
-    for model in models:
-        _model(model, children, stages)
-
-
-def _model(model: Span, children: dict[str, list[Span]], stages: dict[str, float]) -> None:
+def _model(model: Span, children: dict[str, list[Span]]) -> Segment:
     name = model.attributes.get("triton.model_name", model.name)
     kids = children.get(model.span_id, [])
     composing = [k for k in kids if k.name != "compute"]
     if composing:  # an ensemble: what its steps do not cover is scheduling between them
-        steps = sum(k.duration_ns for k in composing) * MS
-        _add(stages, f"ensemble hand-offs ({name})", max(0.0, model.duration_ns * MS - steps))
-        for step in composing:
-            _model(step, children, stages)
-        return
-    compute = next((k for k in kids if k.name == "compute"), None)
-    queued = model.events.get("QUEUE_START", model.start_ns)
-    if compute is None or "COMPUTE_START" not in compute.events:
-        _add(stages, f"{name} (untimed)", model.duration_ns * MS)
-        return
-    ev = compute.events
-    _add(stages, f"{name} queue", _ms(ev["COMPUTE_START"], queued))
-    _add(stages, f"{name} compute input", _ms(ev.get("COMPUTE_INPUT_END", ev["COMPUTE_START"]), ev["COMPUTE_START"]))
-    infer_start = ev.get("COMPUTE_INPUT_END", ev["COMPUTE_START"])
-    infer_end = ev.get("COMPUTE_OUTPUT_START", ev.get("COMPUTE_END", infer_start))
-    _add(stages, f"{name} infer", _ms(infer_end, infer_start))
-    _add(stages, f"{name} compute output", _ms(ev.get("COMPUTE_END", infer_end), infer_end))
-    rest = model.duration_ns * MS - _ms(ev.get("COMPUTE_END", infer_end), queued)
-    _add(stages, f"{name} queue", max(0.0, rest))  # request start to queue, and release: Triton's scheduling
+        steps = [_model(step, children) for step in composing]
+        return Segment(f"ensemble hand-offs ({name})", model.start_ns, model.end_ns, steps)
+    return _leaf_model(model, name, kids)
 
 
-def _front(server: Span, children: dict[str, list[Span]], stages: dict[str, float]) -> None:
+def _triton(request: Span, children: dict[str, list[Span]]) -> Segment:
+    """Triton's part: its protocol handling (what no model span covers), each model's queue and compute."""
+    models = [_model(m, children) for m in children.get(request.span_id, [])]
+    return Segment("Triton request handling", request.start_ns, request.end_ns, models)
+
+
+def _front_stage(kid: Span, children: dict[str, list[Span]]) -> Segment:
+    if kid.name in FRONT_STAGES:
+        return Segment(FRONT_STAGES[kid.name], kid.start_ns, kid.end_ns)
+    if kid.name in BACKEND_STAGES:
+        requests = [c for c in children.get(kid.span_id, []) if c.name == "InferRequest"]
+        if requests:  # the gateway's call into Triton: the client, gRPC and transfer are what Triton does not see
+            inner = [_triton(r, children) for r in requests]
+            return Segment("gRPC client + transfer", kid.start_ns, kid.end_ns, inner)
+        name = "inference (in-process)" if kid.name == "inference" else "Triton call"
+        return Segment(name, kid.start_ns, kid.end_ns)
+    return Segment(f"{kid.name} (front)", kid.start_ns, kid.end_ns)
+
+
+def _front(server: Span, children: dict[str, list[Span]]) -> Segment:
     """The HTTP front (gateway or FastAPI): its stages, and what none of them covers (routing, middleware)."""
-    kids = children.get(server.span_id, [])
-    covered = 0.0
-    for kid in sorted(kids, key=lambda s: s.start_ns):
-        covered += kid.duration_ns * MS
-        if kid.name in FRONT_STAGES:
-            _add(stages, FRONT_STAGES[kid.name], kid.duration_ns * MS)
-        elif kid.name in BACKEND_STAGES:
-            requests = [c for c in children.get(kid.span_id, []) if c.name == "InferRequest"]
-            if requests:  # the gateway's call into Triton: the client, gRPC and transfer are what Triton does not see
-                inner = sum(r.duration_ns for r in requests) * MS
-                _add(stages, "gRPC client + transfer", max(0.0, kid.duration_ns * MS - inner))
-                for request in requests:
-                    _triton(request, children, stages)
-            else:
-                name = "inference (in-process)" if kid.name == "inference" else "Triton call"
-                _add(stages, name, kid.duration_ns * MS)
-        else:
-            _add(stages, f"{kid.name} (front)", kid.duration_ns * MS)
-    _add(stages, "HTTP handling (front)", max(0.0, server.duration_ns * MS - covered))
+    stages = [_front_stage(kid, children) for kid in children.get(server.span_id, [])]
+    return Segment("HTTP handling (front)", server.start_ns, server.end_ns, stages)
+
+
+def outcome(span: Span | None) -> str:
+    """How the request this client (or server) span stands for ended, from its status attributes."""
+    if span is None:
+        return OK
+    code = span.attributes.get("http.response.status_code")
+    error = span.attributes.get("error.type")
+    if code in (None, "") and not error:
+        return OK
+    code = int(code or 0)
+    if 0 < code < 400:
+        return OK
+    if code:
+        return f"HTTP {code}"
+    return "timeout" if error == "timeout" else f"no answer ({error or 'timeout or connection error'})"
 
 
 def decompose(spans: list[Span]) -> Decomposition | None:
-    """One trace's stages; None when the trace has no span that a request enters by (incomplete export)."""
+    """One trace's stages; None when the trace has no span a request enters by (an incomplete export). A trace
+    whose request failed, or whose server spans are missing, comes back with its outcome and no stages."""
     by_id = {s.span_id: s for s in spans}
     children: dict[str, list[Span]] = defaultdict(list)
     for s in spans:
@@ -113,18 +135,19 @@ def decompose(spans: list[Span]) -> Decomposition | None:
     entry = [s for s in spans if s.parent_id not in by_id or (client is not None and s.parent_id == client.span_id)]
     entry = [s for s in entry if s is not client]
     server = next((s for s in entry if s.name == "InferRequest" or s.name.startswith(("POST", "GET"))), None)
-    if server is None:
+    attributes = dict(client.attributes) if client else {}
+    ended = outcome(client) if client is not None else outcome(server)
+    if server is None and client is None:
         return None
-    stages: dict[str, float] = {}
-    total = server.duration_ns * MS
+    root = client or server
+    total = max(0, root.end_ns - root.start_ns) * MS
+    if server is None or ended != OK:
+        return Decomposition(root.trace_id, total, {}, attributes, ended if ended != OK else INCOMPLETE)
+    inner = _triton(server, children) if server.name == "InferRequest" else _front(server, children)
     if client is not None:
-        total = client.duration_ns * MS
-        _add(stages, "before the handler (network, accept queue)", max(0.0, total - server.duration_ns * MS))
-    if server.name == "InferRequest":
-        _triton(server, children, stages)
-    else:
-        _front(server, children, stages)
-    return Decomposition(server.trace_id, total, stages, dict(client.attributes) if client else {})
+        inner = Segment(BEFORE, client.start_ns, client.end_ns, [inner])
+    stages, clipped = partition(inner)
+    return Decomposition(root.trace_id, total, stages, attributes, OK, clipped)
 
 
 def decompose_all(spans: list[Span]) -> list[Decomposition]:

@@ -20,6 +20,12 @@ def stage_table(level: Level) -> list[str]:
         f"{level.total_p90_ms:.1f} ms, p99 {level.total_p99_ms:.1f} ms; most time goes to **{level.dominant_stage}**; "
         f"the slowest 1% are dominated by **{level.slowest_stage}** ({level.slowest_share:.0%} of their time).",
         "",
+    ]
+    if level.failed:
+        kinds = ", ".join(f"{outcome}: {n}" for outcome, n in level.failed.items())
+        count = sum(level.failed.values())
+        lines += [f"**Not in the table**: {count} traced requests that failed or lack server spans ({kinds}).", ""]
+    lines += [
         "| stage | p50 ms | p90 ms | p99 ms | share of mean |",
         "|---|---:|---:|---:|---:|",
     ]

@@ -3,14 +3,12 @@ the stage that dominates the slowest requests, the stage that grows with load, a
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from services.analysis.decompose import Decomposition
-
-BEFORE = "before the handler (network, accept queue)"
+from services.analysis.decompose import BEFORE, INCOMPLETE, Decomposition
 
 
 @dataclass
@@ -40,6 +38,10 @@ class Level:
     slowest_share: float
     p99_trace: Decomposition
     typical_trace: Decomposition
+    failed: dict[str, int] = field(default_factory=dict)
+    """Traced requests that failed, by outcome ("timeout", "HTTP 429", ...): counted here, not in the stages."""
+    clipped_ms: dict[str, float] = field(default_factory=dict)
+    """Stage -> mean milliseconds its spans ran outside their parent's span (not counted in any stage)."""
 
 
 @dataclass
@@ -62,7 +64,12 @@ def top_level(levels: list[Level]) -> Level:
     return max(levels, key=lambda lv: (lv.rate or 0.0, lv.traces))
 
 
-def _level(name: str, rate: float | None, traces: list[Decomposition]) -> Level:
+def _level(name: str, rate: float | None, items: list[Decomposition]) -> Level | None:
+    """One load level's statistics over its complete traces; None when every traced request of it failed."""
+    traces = [t for t in items if t.ok]
+    failed = dict(Counter(t.outcome for t in items if not t.ok).most_common())
+    if not traces:
+        return None
     totals = np.array([t.total_ms for t in traces])
     names = list(dict.fromkeys(s for t in traces for s in t.stages))
     mean_total = float(totals.mean())
@@ -80,9 +87,47 @@ def _level(name: str, rate: float | None, traces: list[Decomposition]) -> Level:
     p99_trace = traces[int(order[min(len(order) - 1, int(0.99 * len(order)))])]
     p50, p90, p99 = np.percentile(totals, [50, 90, 99])
     dominant = max(stages, key=lambda s: s.share).name
+    clipped = {
+        s: sum(t.clipped.get(s, 0.0) for t in traces) / len(traces) for s in {k for t in traces for k in t.clipped}
+    }
     return Level(
-        name, rate, len(traces), p50, p90, p99, stages, dominant, slowest, slow_share[slowest], p99_trace, typical
+        name,
+        rate,
+        len(traces),
+        p50,
+        p90,
+        p99,
+        stages,
+        dominant,
+        slowest,
+        slow_share[slowest],
+        p99_trace,
+        typical,
+        failed,
+        dict(sorted(clipped.items(), key=lambda kv: -kv[1])),
     )
+
+
+def failure_note(name: str, items: list[Decomposition]) -> str | None:
+    """How many traced requests of a level failed, roughly how many in the whole run (the generator's client spans
+    carry the share it traced), and how many traces arrived without their server spans."""
+    failed = Counter(t.outcome for t in items if not t.ok and t.outcome != INCOMPLETE)
+    incomplete = sum(t.outcome == INCOMPLETE for t in items)
+    notes = []
+    if failed:
+        count = sum(failed.values())
+        kinds = ", ".join(f"{outcome}: {n}" for outcome, n in failed.most_common())
+        notes.append(f"{count} of {len(items)} traced requests failed ({kinds}); they are not in the stage statistics")
+        ratio = next(
+            (t.attributes["loadtest.trace_ratio"] for t in items if t.attributes.get("loadtest.trace_ratio")), 0
+        )
+        if 0 < float(ratio) < 1:
+            notes[-1] += (
+                f"; with {float(ratio):.0%} of requests traced, about {count / float(ratio):.0f} in the whole run"
+            )
+    if incomplete:
+        notes.append(f"{incomplete} answered requests have no server spans in the store (lost or not yet exported)")
+    return f"{name}: " + "; ".join(notes) if notes else None
 
 
 def group_levels(traces: list[Decomposition]) -> list[tuple[str, float | None, list[Decomposition]]]:
@@ -153,10 +198,12 @@ def advise(stage: str) -> tuple[str, str]:
 
 
 def analyze(traces: list[Decomposition]) -> Analysis:
-    if not traces:
-        raise ValueError("no complete traces to analyze: were the services started with tracing (TRACES=1)?")
-    levels = [_level(name, rate, items) for name, rate, items in group_levels(traces)]
-    notes = []
+    grouped = group_levels(traces)
+    notes = [note for name, _, items in grouped if (note := failure_note(name, items))]
+    levels = [level for name, rate, items in grouped if (level := _level(name, rate, items))]
+    if not levels:
+        why = "; ".join(notes) or "were the services started with tracing (TRACES=1)?"
+        raise ValueError(f"no complete traces to analyze: {why}")
     growing, growth = None, 0.0
     rated = [lv for lv in levels if lv.rate]
     if len(rated) >= 2:
@@ -170,6 +217,11 @@ def analyze(traces: list[Decomposition]) -> Analysis:
     verdict, advice = advise(deciding)
     if top.slowest_stage != deciding:
         notes.append(f"at {top.name} the slowest 1% of requests are dominated by {top.slowest_stage} instead")
+    for stage, ms in list(top.clipped_ms.items())[:1]:
+        notes.append(
+            f"at {top.name}, {stage} ran {ms:.2f} ms (mean) outside its parent span (Triton's spans go on after "
+            "the response has left): that time is in no stage, so the stages add up to the end-to-end time"
+        )
     for lv in levels:
         if lv.traces < 20:
             notes.append(f"{lv.name}: only {lv.traces} traces; percentiles are rough")

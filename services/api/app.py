@@ -16,9 +16,12 @@ from services.api import fastpath, routes, v2
 from services.api.admission import AdmissionMiddleware
 from services.api.auth import ApiKeyMiddleware, load_keys
 from services.api.dataplane import DataPlane
+from services.api.docs import install_docs
 from services.api.errors import install_error_handlers
 from services.api.fastpath import ServeFastPath
+from services.api.lifetime import RequestLifetime
 from services.api.middleware import ObservabilityMiddleware
+from services.api.protocol import LIMITS_KEY, HttpLimits
 from services.common.backend import EndpointResolver, InferenceBackend, NoConfiguredEndpoints, ServedModel
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest
 from services.common.settings import ApiSettings
@@ -68,13 +71,13 @@ def create_app(
     builtin_required: bool = True,
     routers: tuple[APIRouter, ...] = (),
 ):
-    """The ASGI app a server runs: observability outermost, then API keys, admission, the /serve fast path,
-    then FastAPI."""
+    """The ASGI app a server runs: observability outermost, then API keys, admission, the request's lifetime
+    (deadline, client gone), the /serve fast path, then FastAPI."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
         setup_tracing(service_name, enabled=obs.tracing, endpoint=obs.otlp_endpoint, sampling_ratio=obs.sampling_ratio)
         manifest = builtin_manifest(settings, builtin_required)
         monitor = DriftMonitor(settings.monitoring)
@@ -87,7 +90,8 @@ def create_app(
         app.state.dataplane = dataplane
         await dataplane.warm_up()
         try:
-            yield
+            # the lifespan state reaches every connection's protocol: the limits it enforces before any ASGI code runs
+            yield {LIMITS_KEY: HttpLimits(settings.max_header_bytes, settings.read_timeout)}
         finally:
             dataplane.ready = False
             await monitor.stop()
@@ -95,14 +99,16 @@ def create_app(
             await stack.backend.stop()
             shutdown_tracing()
 
-    app = FastAPI(title=f"{service_name} serving API", lifespan=lifespan)
+    app = FastAPI(title=f"{service_name} serving API", lifespan=lifespan, docs_url=None, redoc_url=None)
+    install_docs(app)  # Swagger UI and ReDoc from local assets: /docs works offline
     app.include_router(fastpath.router)  # documents /serve; the ServeFastPath door in front answers it
     app.include_router(routes.router)
     app.include_router(v2.router)
     for extra in routers:
         app.include_router(extra)
     install_error_handlers(app)
-    inner = AdmissionMiddleware(ServeFastPath(app), settings.max_inflight)
+    watched = RequestLifetime(ServeFastPath(app), settings.request_timeout)  # deadline, client gone
+    inner = AdmissionMiddleware(watched, settings.max_inflight, settings.max_reading)
     keys = load_keys(settings)
     if keys:
         inner = ApiKeyMiddleware(inner, keys, settings.protect_metrics)

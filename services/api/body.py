@@ -13,6 +13,7 @@ from starlette.requests import Request
 from services.common.errors import BadRequest, InvalidInput, PayloadTooLarge
 
 Model = TypeVar("Model", bound=BaseModel)
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 async def read_body(chunks: AsyncIterator[bytes], headers: Mapping[str, str], limit: int) -> bytes:
@@ -25,6 +26,8 @@ async def read_body(chunks: AsyncIterator[bytes], headers: Mapping[str, str], li
         body += chunk
         if len(body) > limit:
             raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
+    if declared and declared.isdigit() and len(body) < int(declared):  # the chunks ended early: the client left
+        raise BadRequest(f"the request body ended after {len(body)} of its {declared} bytes (Content-Length)")
     encoding = (headers.get("content-encoding") or "identity").strip().lower()
     if encoding == "gzip":
         return gunzip(bytes(body), limit)
@@ -34,15 +37,28 @@ async def read_body(chunks: AsyncIterator[bytes], headers: Mapping[str, str], li
 
 
 def gunzip(data: bytes, limit: int) -> bytes:
-    """A gzip body, refused (413) once its decompressed size passes `limit`: a small bomb cannot fill memory."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(data, limit + 1)
-    except zlib.error as exc:
-        raise BadRequest(f"the gzip-encoded body cannot be decompressed: {exc}") from None
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise PayloadTooLarge(f"the body decompresses to more than the limit of {limit} bytes")
-    return out
+    """A gzip body, refused (413) once its decompressed size passes `limit`: a small bomb cannot fill memory. Only a
+    complete stream is accepted (400 otherwise): one that stops before its CRC trailer was cut short, and bytes after
+    it are not gzip; several members one after the other are one stream (RFC 1952), as `gzip.decompress` reads them."""
+    out = bytearray()
+    rest = data
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise BadRequest(f"the gzip-encoded body cannot be decompressed: {exc}") from None
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise PayloadTooLarge(f"the body decompresses to more than the limit of {limit} bytes")
+        if not inflater.eof:
+            raise BadRequest("the gzip-encoded body is cut short (it ends before its CRC trailer): send all of it")
+        rest = inflater.unused_data
+        if not rest:
+            return bytes(out)
+        if not rest.startswith(GZIP_MAGIC):
+            raise BadRequest(
+                f"the gzip-encoded body has {len(rest)} bytes after its end that are not gzip: remove them"
+            )
 
 
 async def read_json(request: Request, limit: int) -> Any:

@@ -9,57 +9,39 @@ an endpoint resolver. The protocol edges only translate, and call one of two ent
   endpoint's requests, and records the statistics declared for it.
 - `infer` runs a model for another protocol (OpenAI, Open Inference), which parses and renders its own bodies.
 
-Every stage of `serving_stage_duration_seconds` is timed in this module and nowhere else, so every stack and
-protocol reports the same stages: parse (read and check the body), preprocess (tokenize, or a pipeline's preprocess
-code), the engine (the backend's or pipeline's `stage`: `inference`, `triton`), postprocess (shape the answer, or a
-pipeline's postprocess code). Which names resolve to which endpoint is `catalog`'s business.
+Every stage of `serving_stage_duration_seconds` is timed in this module and nowhere else (for a model's texts, in
+its `predictor`), so every stack and protocol reports the same stages: parse (read and check the body), preprocess
+(tokenize, or a pipeline's preprocess code), the engine (the backend's or pipeline's `stage`: `inference`,
+`triton`), postprocess (shape the answer, or a pipeline's postprocess code). Which names resolve to which endpoint is
+`catalog`'s business; how a model's texts are admitted, batched and run is `predictor`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
-
-import numpy as np
 
 from observability import metrics
 from observability.logging import set_serving_model
 from observability.metrics import stage
-from observability.tracing import current_span_sampled, record_span
 from services.api.body import parse_json, validate
 from services.api.catalog import Catalog
-from services.api.coalesce import Coalescer, encode_jobs
 from services.api.payloads import dumps, dumps_any, model_payload, pipeline_body
+from services.api.predictor import PREPROCESS, Prediction, Predictor
 from services.common.backend import EndpointKind, EndpointResolver, InferenceBackend, PipelineEndpoint, ServedModel
 from services.common.contract import WARMUP_TEXTS
-from services.common.errors import PayloadTooLarge
 from services.common.schemas import ServeRequest
 from services.common.settings import ApiSettings
 from services.monitoring import statistics
-from services.monitoring.builtin import record_prediction
 from services.monitoring.drift import DriftMonitor
 
 log = logging.getLogger(__name__)
 
-PARSE, PREPROCESS, POSTPROCESS = "parse", "preprocess", "postprocess"
+PARSE, POSTPROCESS = "parse", "postprocess"
 PIPELINE = EndpointKind.PIPELINE
-# Tokenizing more texts than this at once takes long enough (>~300 us) to move off the event loop.
-INLINE_TOKENIZE_TEXTS = 4
 Rendered = TypeVar("Rendered")
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """A model's answer to a request's texts: row i of each field is text i's."""
-
-    outputs: np.ndarray
-    token_counts: list[int]
-    truncated: list[bool]
+__all__ = ["Answer", "DataPlane", "Prediction"]  # Prediction: the protocols' render steps take it from here
 
 
 class Answer(NamedTuple):
@@ -94,7 +76,7 @@ class DataPlane:
         """The built-in model's backend; what readiness asks."""
         self.monitor = monitor
         self.ready = False
-        self._coalescers: dict[int, Coalescer] = {}
+        self.predictor = Predictor(settings, monitor)
 
     async def warm_up(self) -> bool:
         """Run a few predictions on the built-in model so the first user request is not slow; readiness waits."""
@@ -166,65 +148,5 @@ class DataPlane:
             return render(model, prediction, request)
 
     async def predict(self, model: ServedModel, texts: list[str], truncate: bool | None = None) -> Prediction:
-        """`texts` through `model`: tokenized (preprocess) and run (the backend's stage), coalesced with the
-        worker's concurrent predictions of the same model when the setting is on."""
-        if len(texts) > self.settings.max_texts:
-            raise PayloadTooLarge(
-                f"{len(texts)} texts in one request; the limit is {self.settings.max_texts}: split the request"
-            )
-        truncate = self.settings.truncate if truncate is None else truncate
-        metrics.child(metrics.TEXTS_PER_REQUEST, model.endpoint, model.version).observe(len(texts))
-        if self.settings.coalesce:
-            return await self._coalesced(model, texts, truncate)
-        with stage(PREPROCESS):
-            if len(texts) <= INLINE_TOKENIZE_TEXTS:
-                encoded = model.tokenizer.encode(texts, truncate=truncate)
-            else:
-                encoded = await asyncio.to_thread(model.tokenizer.encode, texts, truncate=truncate)
-        outputs = await self._run(model, encoded)
-        return Prediction(outputs, encoded.token_counts, encoded.truncated)
-
-    async def _run(self, model: ServedModel, encoded) -> np.ndarray:
-        """The backend on tokenized texts; then tokens, truncations and the built-in statistics of the rows (for a
-        coalesced batch: all its rows at once, the same values per-request recording would give, at a tenth of the
-        metric calls)."""
-        with stage(model.backend.stage):
-            outputs = await model.backend.infer(encoded)
-        metrics.TOKENS.inc(sum(encoded.token_counts))
-        if any(encoded.truncated):
-            metrics.TRUNCATED.inc(sum(encoded.truncated))
-        record_prediction(model, outputs, encoded.token_counts, encoded.truncated, self.monitor)
-        return outputs
-
-    def _coalescer(self, model: ServedModel) -> Coalescer:
-        """The model version's coalescer, made at its first request and dropped with the version (a retired
-        registry version is freed, tokenizer included: the coalescer holds the model only weakly)."""
-        key = id(model)
-        found = self._coalescers.get(key)
-        if found is None:
-            alive, tokenizer = weakref.ref(model), model.tokenizer
-
-            def encode(jobs):
-                with stage(PREPROCESS):
-                    return encode_jobs(tokenizer, jobs)
-
-            async def infer(encoded):
-                outputs = await self._run(alive(), encoded)  # alive: the callers riding this batch hold it
-                metrics.COALESCED_TEXTS.observe(len(encoded.token_counts))
-                return outputs
-
-            settings = self.settings
-            found = self._coalescers[key] = Coalescer(
-                encode, infer, settings.coalesce_max_texts, settings.coalesce_depth, prefer=current_span_sampled
-            )
-            weakref.finalize(model, self._coalescers.pop, key, None)
-        return found
-
-    async def _coalesced(self, model: ServedModel, texts: list[str], truncate: bool) -> Prediction:
-        """Joined with the worker's concurrent predictions of the same model (`services.api.coalesce`)."""
-        batched, job = await self._coalescer(model).submit(texts, truncate)
-        done = time.time_ns()
-        record_span("coalesce wait", job.submitted_ns, job.started_ns)
-        if not job.carrier:  # the carrier's trace has the batch's own spans
-            record_span("batch", job.started_ns, done, {"batch.texts": batched.batch_texts})
-        return Prediction(batched.outputs, batched.token_counts, batched.truncated)
+        """`texts` through `model` (`services.api.predictor`: the token budget, coalescing, bounded backend calls)."""
+        return await self.predictor.predict(model, texts, truncate)

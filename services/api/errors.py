@@ -1,5 +1,6 @@
 """The HTTP edge of the error hierarchy: every failure becomes a JSON body `{"error": {...}}` (the OpenAI shape)
-with the right status, and Retry-After where retrying helps."""
+with the right status, and Retry-After where retrying helps. An error never costs the client its keep-alive
+connection: each is answered with a complete response (`UnexpectedErrors` for the ones nothing expected)."""
 
 from __future__ import annotations
 
@@ -33,11 +34,44 @@ def logged_error_response(method: str, path: str, error: ServingError) -> JSONRe
     return error_response(error)
 
 
-def internal_error_response() -> JSONResponse:
+def internal_error_response(close: bool = False) -> JSONResponse:
+    """The 500 of an unexpected error; `close` says `Connection: close` when the server will drop the connection
+    after it (so the client does not send its next request on a dead one)."""
     request_id = request_id_var.get()
     message = f"internal error; the server log has it under request id {request_id} (`serving logs --request-id`)"
     body = {"error": {"message": message, "type": "internal_error", "code": 500, "request_id": request_id}}
-    return JSONResponse(body, status_code=500)
+    return JSONResponse(body, status_code=500, headers={"Connection": "close"} if close else None)
+
+
+class UnexpectedErrors:
+    """Answers an unexpected exception with a complete 500 and does not let it go on, so the connection stays usable.
+
+    FastAPI puts an `Exception` handler in Starlette's outermost ServerErrorMiddleware, which sends the handler's
+    response and then re-raises for the server to log; uvicorn then closes the keep-alive connection without a
+    `Connection: close`, and the client's next request on it fails (issue 21: every request after a v2 500).
+    Installed as FastAPI middleware, this sits inside that one and catches first. An exception after the response
+    has started goes on: the response is cut short, and only closing the connection can say so."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def send_started(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_started)
+        except Exception:
+            if started:
+                raise
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            await internal_error_response()(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -70,7 +104,11 @@ def install_error_handlers(app: FastAPI) -> None:
         }
         return JSONResponse(body, status_code=422)
 
+    app.add_middleware(UnexpectedErrors)
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        """Only for an error raised outside `UnexpectedErrors` (middleware added after it): the server closes the
+        connection after this answer, which says so."""
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return internal_error_response()
+        return internal_error_response(close=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import time
 
 from opentelemetry import trace
@@ -13,6 +14,11 @@ from observability import metrics
 from observability.logging import request_id_var, trace_id_var
 from observability.tracing import extract_context, get_tracer, tracing_enabled
 from services.api.paths import UNMETERED, route_label
+
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:+/=-]{1,128}")
+"""An incoming `x-request-id` is kept (so a caller's id follows its request through the logs) only if it is this
+short and made of these characters (UUIDs, ULIDs, base64, trace ids); any other is replaced by one of ours, so a
+caller can neither inject log lines nor have 100 KB echoed back on every request."""
 
 
 def _request_ids():
@@ -33,7 +39,9 @@ class ObservabilityMiddleware:
             return await self.app(scope, receive, send)
         path: str = scope["path"]
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        request_id = headers.get("x-request-id") or next(self.request_ids)
+        request_id = headers.get("x-request-id")
+        if request_id is None or not REQUEST_ID.fullmatch(request_id):
+            request_id = next(self.request_ids)
         token = request_id_var.set(request_id)
         status = {"code": 500}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from services.common.schemas import EmbeddingsRequest, ServeRequest
+from services.common.schemas import EmbeddingsRequest, ServeRequest, V2InferenceRequest
 
 
 class ErrorDetail(BaseModel):
@@ -69,26 +69,9 @@ def json_body(model: type[BaseModel]) -> dict:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-class V2Tensor(BaseModel):
-    name: str
-    shape: list[int]
-    datatype: str
-    data: list | None = None
-    parameters: dict | None = None
-
-
-class V2Request(BaseModel):
-    """An Open Inference Protocol request (JSON; the binary extension appends raw tensors after it)."""
-
-    inputs: list[V2Tensor]
-    outputs: list[dict] | None = None
-    id: str | None = None
-    parameters: dict | None = None
-
-
 INFERENCE_ERRORS = errors(400, 401, 404, 413, 422, 429, 500, 503, 504)
 SERVE_BODY = json_body(ServeRequest)
 EMBEDDINGS_BODY = json_body(EmbeddingsRequest)
-V2_BODY = json_body(V2Request)
+V2_BODY = json_body(V2InferenceRequest)
 OK = {200: {"model": Open, "description": "The answer"}}
 NOT_READY = {503: {"model": Open, "description": "Not ready yet (Retry-After)"}}

@@ -1,5 +1,5 @@
-"""`serving up` and `serving down`: start a stack (in the foreground, or detached with pid files in the run
-directory) and stop everything recorded there, from any shell."""
+"""`serving up` and `serving down`: start a stack and keep it up (in the foreground, or detached with pid files in
+the run directory; `supervise`), and stop everything recorded there, from any shell."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from services.commands.supervise import announce, run_supervisor, start_detached, start_stack
 from services.common.cli import console, fail
-from services.common.errors import ServingError
 from services.common.settings import RunSettings
 
 if TYPE_CHECKING:  # imported where used, so that `serving --help` stays quick
-    from services.launcher import Launcher
     from services.stacks import StackOptions
 
 # `serving up`'s options, in the order of its signature.
@@ -104,48 +103,24 @@ def up(
         log_json=detach if log_json is None else log_json,
         endpoint=endpoint,
     )
-    launcher = start_stack(options, detach=detach, ready_timeout=ready_timeout)
-    announce(options, detach=detach)
-    if not detach:
-        raise typer.Exit(launcher.wait_foreground())
+    raise typer.Exit(keep_up(options, detach=detach, ready_timeout=ready_timeout))
 
 
-def start_stack(options: StackOptions, *, detach: bool, ready_timeout: float) -> Launcher:
-    """Start the stack's processes one after the other, each once the one before is ready, then record the stack's
-    description for `serving status`; on a failure stop what started and end the command with the reason."""
-    from services.launcher import Launcher
-    from services.stacks import stack_processes, write_stack_info
+def keep_up(options: StackOptions, *, detach: bool, ready_timeout: float) -> int:
+    """Detached: a background supervisor starts the stack (`start_detached`). In the foreground: start it here,
+    then supervise it until Ctrl-C or `serving down`."""
+    from services.stacks import write_stack_info
 
-    launcher = Launcher(options.run_dir)
-    try:
-        for spec in stack_processes(options):
-            proc = launcher.start_ready(spec, detach=detach, timeout=ready_timeout)
-            console.print(
-                f"[green]{spec.name} ready[/] (pid {proc.pid})" + (f" at {spec.ready_url}" if spec.ready_url else "")
-            )
-    except (ServingError, OSError) as error:
-        launcher.stop_all()
-        fail(error)
+    if detach:
+        return start_detached(options, ready_timeout)
+    launcher = start_stack(options, detach=False, ready_timeout=ready_timeout)
     write_stack_info(options)
-    return launcher
-
-
-def announce(options: StackOptions, *, detach: bool) -> None:
-    """Say where the stack is up and how it stops (and that Triton's GPU errors on a CPU machine are expected)."""
-    api_port = options.triton_ports.http if options.stack == "triton" else options.port
-    if options.stack != "fastapi":
-        console.print(
-            f"note: the CUDA/NVML/DCGM errors in {options.run_dir / 'logs' / 'triton.log'} are Triton looking for a "
-            "GPU; harmless on a machine without one"
-        )
-    console.print(
-        f"STACK={options.stack} is up on port {api_port}"
-        + ("; `make down` stops it" if detach else "; Ctrl-C stops it")
-    )
+    announce(options, detach=False)
+    return run_supervisor(launcher, options, detach=False, ready_timeout=ready_timeout)
 
 
 def down(timeout: float = typer.Option(30.0, help="Seconds to drain before SIGKILL.")) -> None:
-    """Stop every process `serving` started (up, observability, registry), from any shell."""
+    """Stop every process `serving` started (up, observability, registry), from any shell: the supervisor first."""
     from services.launcher import stop_recorded
 
     stopped = stop_recorded(RunSettings().run_dir, timeout=timeout)

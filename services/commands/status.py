@@ -1,5 +1,5 @@
-"""`serving status`: the processes recorded in the run directory, the stack they make up, and whether its API is
-ready, as a table or as JSON."""
+"""`serving status`: the processes recorded in the run directory (the real server's pid, state, readiness, restarts
+and why the last one happened), the stack they make up, and whether its API is ready, as a table or as JSON."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from services.common.settings import RunSettings
 
 
 def status(as_json: bool = typer.Option(False, "--json", help="JSON on stdout, for scripts.")) -> None:
-    """Every process `serving` started (PID, ports, state, uptime), the model and endpoints served, the URLs."""
+    """Every process `serving` started (PID, state, ready, restarts, uptime, ports), the model and endpoints served,
+    the URLs."""
     report = stack_report(RunSettings().run_dir)
     if as_json:
         print(json.dumps(report, indent=2))
@@ -29,7 +30,7 @@ def stack_report(run_dir: Path) -> dict:
     from services.launcher import process_status
     from services.stacks import read_stack_info
 
-    processes = process_status(run_dir)
+    processes = [row | {"ready": process_ready(row)} for row in process_status(run_dir)]
     info = read_stack_info(run_dir) if processes else {}
     if info.get("urls", {}).get("api") and info.get("stack") != "triton":
         try:
@@ -42,6 +43,19 @@ def stack_report(run_dir: Path) -> dict:
     return {"processes": processes, **info}
 
 
+def process_ready(row: dict) -> bool:
+    """Whether the process serves now: its readiness URL answers 200 (asked now, not remembered) and its last
+    liveness probe passed; one without a readiness URL is ready while it runs."""
+    if row["state"] not in ("running", "wedged"):
+        return False
+    if not row.get("ready_url"):
+        return row["state"] == "running"
+    try:
+        return httpx.get(row["ready_url"], timeout=2).status_code == 200 and row["state"] == "running"
+    except httpx.HTTPError:
+        return False
+
+
 def print_report(report: dict) -> None:
     """`stack_report` for a person: a table of the processes, then the stack, its endpoints and URLs."""
     out = Console()
@@ -49,12 +63,20 @@ def print_report(report: dict) -> None:
     if not processes:
         out.print("nothing is running (`make up` starts a stack)")
         return
-    table = Table("process", "pid", "state", "uptime", "ports", "log")
+    table = Table("process", "pid", "state", "ready", "restarts", "uptime", "ports", "log")
     for row in processes:
         uptime = f"{row['uptime_seconds']}s" if row.get("uptime_seconds") is not None else "-"
         ports = ",".join(map(str, row.get("ports", [])))
-        table.add_row(row["name"], str(row.get("pid", "?")), row["state"], uptime, ports, row.get("log") or "")
+        restarts = str(row["restarts"]) if "restarts" in row else "-"
+        ready = "yes" if row["ready"] else "no"
+        cells = (str(row.get("pid", "?")), row["state"], ready, restarts, uptime, ports, row.get("log") or "")
+        table.add_row(row["name"], *cells)
     out.print(table)
+    for row in processes:
+        if row.get("last_restart_reason"):
+            out.print(f"{row['name']} last restarted: {row['last_restart_reason']}")
+        if row["state"] == "wedged":
+            out.print(f"[red]{row['name']} is wedged[/]: {row.get('last_probe_error')}")
     if "stack" not in report:
         return
     model = report["model"]

@@ -71,6 +71,13 @@ class Unavailable(ServingError):
     error_type = "unavailable"
 
 
+class Overloaded(ServingError):
+    """This worker is at its bound of requests in flight: retry after Retry-After, or add workers."""
+
+    status_code = 429
+    error_type = "overloaded"
+
+
 class DeadlineExceeded(ServingError):
     status_code = 504
     error_type = "deadline_exceeded"

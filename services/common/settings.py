@@ -89,6 +89,28 @@ class ApiSettings(BaseSettings):
     """Ask for an API key on /metrics too (health stays open for probes)."""
     observability: ObservabilitySettings = ObservabilitySettings()
     monitoring: DriftSettings = DriftSettings()
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    """Request line and headers together above this size get 431 and the connection is closed, before the parser
+    has spent more than this on them (`services.api.protocol`)."""
+    read_timeout: float = Field(10.0, gt=0)
+    """Seconds a request may take to arrive in full (request line, headers and body), counted from its first byte;
+    past it 408 and the connection is closed (`services.api.protocol`)."""
+    max_reading: int = Field(256, ge=1)
+    """Inference requests one worker lets send their bodies at once; past it new ones get 503 with Retry-After. A
+    request counts toward `max_inflight` only once its body has arrived (`services.api.admission`)."""
+    max_concurrent_tokens: int = Field(32768, ge=1)
+    """Tokens one worker works on at once (texts x the longest text's tokens, padding included), as TEI's token
+    budget; a request waits for its share (`token_wait`), then gets 429; one over the whole budget gets 413. The
+    default lets one request of 64 texts of 256 tokens (the real model at its limits) run when the worker has nothing
+    else, and as much again in smaller requests beside it (`services.api.budget`)."""
+    token_wait: float = Field(5.0, gt=0)
+    """Seconds a request may wait for its share of the token budget before 429 with Retry-After."""
+    max_batch_tokens: int = Field(4096, ge=1)
+    """Padded tokens in one backend call at most: a request over it runs in several, one after the other (the others'
+    calls in between), and is not coalesced (`services.api.predictor`)."""
+    request_timeout: float = Field(60.0, gt=0)
+    """Seconds a request may take in the server, unless the caller's `x-request-timeout` header asks for less; past
+    it, 504 and its work is dropped (`services.api.lifetime`)."""
 
     @model_validator(mode="after")
     def _check_model_dir(self) -> ApiSettings:

@@ -1,4 +1,8 @@
-"""In-process ONNX Runtime, run on a worker thread so the event loop keeps accepting and parsing requests."""
+"""In-process ONNX Runtime, run on a worker thread so the event loop keeps accepting and parsing requests.
+
+A request cancelled (its client gone, its deadline passed: `services.api.lifetime`) takes its run with it: one still
+queued for the thread never starts, one under way stops at ONNX Runtime's next check (`RunOptions.terminate`), so the
+requests behind it do not wait for work nobody will read."""
 
 from __future__ import annotations
 
@@ -35,6 +39,12 @@ class LocalOnnxBackend:
         return self.model is not None
 
     async def infer(self, batch: EncodedBatch) -> np.ndarray:
-        assert self.model is not None, "backend not started"
+        model = self.model
+        assert model is not None, "backend not started"
         feeds = batch.tensors(self.manifest.input_names)
-        return await asyncio.get_running_loop().run_in_executor(self.executor, self.model.run, feeds)
+        options = model.run_options(shrink=model.shrinks(feeds))
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, model.run, feeds, options)
+        except asyncio.CancelledError:
+            options.terminate = True
+            raise

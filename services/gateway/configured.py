@@ -151,6 +151,7 @@ class ConfiguredEndpoints:
         errors: dict[str, str] | None = None,
         metrics: dict[str, EndpointMetrics] | None = None,
         sources: list[Path] | None = None,
+        stamps: tuple = (),
     ):
         self.endpoints = endpoints
         self.errors = errors or {}
@@ -158,17 +159,20 @@ class ConfiguredEndpoints:
         """Declared custom statistics by endpoint name, for any endpoint (built-in, deployed or configured)."""
         self.sources = sources or []
         """Every preprocess file or folder the endpoint file names (those that failed too): an edit reloads."""
+        self.stamps = stamps
+        """The sources' stamps taken before they were imported (`EndpointSet.read_stamps`)."""
 
     @classmethod
     def build(cls, file: EndpointsFile, triton: TritonClient, serving_url: str, base_dir: Path) -> ConfiguredEndpoints:
+        sources = [base_dir / config.preprocess for config in file.endpoints.values() if config.preprocess]
+        stamps = tuple(source_stamp(path) for path in sources)  # before any is read: a later edit is a change
         endpoints, errors = {}, dict(file.invalid)
         for name, config in file.endpoints.items():
             try:
                 endpoints[name] = build_endpoint(name, config, triton, serving_url, base_dir)
             except Exception as exc:  # noqa: BLE001 - user code and model files fail in every way; report, go on
                 errors[name] = exc.message if isinstance(exc, ServingError) else f"{type(exc).__name__}: {exc}"
-        sources = [base_dir / config.preprocess for config in file.endpoints.values() if config.preprocess]
-        return cls(endpoints, errors, file.metrics, sources)
+        return cls(endpoints, errors, file.metrics, sources, stamps)
 
     def get(self, name: str) -> ConfiguredEndpoint | None:
         return self.endpoints.get(name)
@@ -178,6 +182,9 @@ class ConfiguredEndpoints:
 
     def source_stamps(self) -> tuple:
         return tuple(source_stamp(path) for path in self.sources)
+
+    def read_stamps(self) -> tuple:
+        return self.stamps
 
     def unload(self) -> None:
         """Call every Preprocess's unload() (the set was replaced, or the worker stops)."""

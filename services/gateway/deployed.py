@@ -57,6 +57,9 @@ class DeployedEndpoints:
     def source_stamps(self) -> tuple:
         return ()
 
+    def read_stamps(self) -> tuple:
+        return ()
+
     def unload(self) -> None:
         """Nothing to release: a version no longer live is freed once its last request is done with it."""
 

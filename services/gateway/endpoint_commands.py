@@ -1,12 +1,18 @@
-"""`serving endpoints ...` and `serving metrics ...`: edit the gateway's endpoint file (its configured endpoints, and
-the custom statistics declared per endpoint); running workers pick changes up without a restart."""
+"""`serving endpoints ...`: edit the gateway's configured endpoints in its endpoint file (`serving metrics ...`, in
+`metrics_commands`, edits the custom statistics declared there); running workers pick changes up without a restart.
+Every change is applied under the file's lock to the file as it is then (`EndpointsFile.update`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+
+from services.common.errors import ConfigurationError, NotFound, ServingError
+from services.common.names import check_name, shown
 
 console = Console(stderr=True, soft_wrap=True)  # one message, one line
 endpoints_app = typer.Typer(
@@ -66,8 +72,7 @@ def endpoints_add(
     imported, models opened); an invalid change is refused and the file is left as it was."""
     from pydantic import ValidationError
 
-    from services.gateway.configured import validate_file
-    from services.gateway.endpoints import EndpointConfig, EndpointsFile
+    from services.gateway.endpoints import EndpointConfig
 
     try:
         config = EndpointConfig(
@@ -82,132 +87,56 @@ def endpoints_add(
         )
     except ValidationError as exc:
         error = exc.errors()[0]
-        _refuse(f"--{'-'.join(str(p) for p in error['loc'])}: {error['msg']}")
-    endpoints = EndpointsFile.read(file)
-    endpoints.endpoints[name] = config
-    problems = validate_file(endpoints, file.resolve().parent)
-    if problems:
-        _refuse(
-            "; ".join(
-                f"{endpoint}: {problem}" if endpoint not in problem else problem
-                for endpoint, problem in problems.items()
-            )
-            + f" ({file} not changed"
-            + ("; fix or remove the other entries first)" if set(problems) - {name} else ")")
-        )
-    endpoints.write(file)
+        refuse(f"--{'-'.join(str(p) for p in error['loc']) or 'model'}: {error['msg'].removeprefix('Value error, ')}")
+    try:
+        add_endpoint(file, name, config)
+    except ServingError as exc:
+        refuse(exc.message)
     console.print(f"endpoint '{name}' written to {file}")
 
 
-def _refuse(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
+def add_endpoint(file: Path, name: str, config) -> None:
+    """Add (or replace) endpoint `name` of `file`. The file with the change is checked first, as the gateway would
+    build it (that imports preprocess code and calls its load(), which may take long), without the file's lock; the
+    change is then applied under the lock to the file as it is by then, so an entry another command added meanwhile
+    is kept. ServingError, with what to fix, if the name or the resulting file is invalid (nothing written)."""
+    from services.gateway.configured import validate_file
+    from services.gateway.endpoints import EndpointsFile
+
+    check_name(name)
+    planned = EndpointsFile.read(file)
+    planned.remove("endpoints", name)
+    planned.endpoints[name] = config
+    if problems := validate_file(planned, file.resolve().parent):
+        raise ConfigurationError(
+            "; ".join(f"{where}: {problem}" if where not in problem else problem for where, problem in problems.items())
+            + f" ({file} not changed"
+            + ("; fix or remove the other entries first)" if set(problems) - {name} else ")")
+        )
+
+    def apply(current: EndpointsFile) -> None:
+        current.remove("endpoints", name)
+        current.endpoints[name] = config
+
+    EndpointsFile.update(file, apply)
+
+
+def refuse(message: str) -> NoReturn:
+    console.print(f"[bold red]error:[/] {escape(message)}")  # the message as it is, brackets too
     raise typer.Exit(2)
 
 
 @endpoints_app.command("remove")
 def endpoints_remove(name: str = typer.Argument(...), file: Path = ENDPOINTS_FILE) -> None:
-    """Remove an endpoint."""
+    """Remove an endpoint (a valid one, or one the gateway reports invalid, whatever its name)."""
     from services.gateway.endpoints import EndpointsFile
 
-    endpoints = EndpointsFile.read(file)
-    if endpoints.endpoints.pop(name, None) is None and endpoints.invalid.pop(name, None) is None:
-        _refuse(f"no endpoint '{name}' in {file}")
-    endpoints.write(file)
-    console.print(f"endpoint '{name}' removed from {file}")
+    def apply(current: EndpointsFile) -> None:
+        if not current.remove("endpoints", name):
+            raise NotFound(f"no endpoint {shown(name)} in {file}")
 
-
-metrics_app = typer.Typer(
-    help="Declare custom statistics per endpoint (clearml-serving's `metrics`); the gateway picks changes up "
-    "without a restart.",
-    no_args_is_help=True,
-)
-
-
-def _pairs(items: list[str], option: str) -> dict[str, list[str]]:
-    found = {}
-    for item in items:
-        name, sep, values = item.partition("=")
-        if not sep or not name or not values:
-            _refuse(f"{option} takes NAME=v1,v2,..., not '{item}'")
-        found[name] = [v.strip() for v in values.split(",") if v.strip()]
-    return found
-
-
-@metrics_app.command("add")
-def metrics_add(
-    endpoint: str = typer.Argument(..., help="The endpoint (built-in, deployed or configured)."),
-    variable_scalar: list[str] = typer.Option(
-        [], "--variable-scalar", help="NAME=b1,b2,...: histogram with these buckets."
-    ),
-    variable_enum: list[str] = typer.Option(
-        [], "--variable-enum", help="NAME=v1,v2,...: count per value (else 'other')."
-    ),
-    variable_value: list[str] = typer.Option([], "--variable-value", help="NAME: last value (gauge) and a summary."),
-    variable_counter: list[str] = typer.Option([], "--variable-counter", help="NAME: a counter (adds the value)."),
-    log_frequency: float = typer.Option(None, min=0.0, max=1.0, help="Fraction of requests recorded (default 1)."),
-    file: Path = ENDPOINTS_FILE,
-) -> None:
-    """Declare variables of ENDPOINT, filled from collect_custom_statistics_fn, else the response field, else the
-    request field of the same name."""
-    from pydantic import ValidationError
-
-    from services.gateway.endpoints import EndpointsFile
-    from services.monitoring.statistics import EndpointMetrics, Variable
-
-    endpoints = EndpointsFile.read(file)
-    declared = endpoints.metrics.get(endpoint, EndpointMetrics())
     try:
-        for name, buckets in _pairs(variable_scalar, "--variable-scalar").items():
-            declared.variables[name] = Variable(kind="scalar", buckets=[float(b) for b in buckets])
-        for name, values in _pairs(variable_enum, "--variable-enum").items():
-            declared.variables[name] = Variable(kind="enum", values=values)
-        for name in variable_value:
-            declared.variables[name] = Variable(kind="value")
-        for name in variable_counter:
-            declared.variables[name] = Variable(kind="counter")
-    except ValidationError as exc:
-        _refuse(exc.errors()[0]["msg"].removeprefix("Value error, "))
-    except ValueError as exc:
-        _refuse(f"--variable-scalar buckets must be numbers: {exc}")
-    if log_frequency is not None:
-        declared.log_frequency = log_frequency
-    endpoints.metrics[endpoint] = declared
-    endpoints.write(file)
-    console.print(f"{len(declared.variables)} variable(s) declared for '{endpoint}' in {file}")
-
-
-@metrics_app.command("list")
-def metrics_list(file: Path = ENDPOINTS_FILE) -> None:
-    """Show the declared variables."""
-    from rich.table import Table
-
-    from services.gateway.endpoints import EndpointsFile
-
-    table = Table("endpoint", "variable", "kind", "buckets / values", "log frequency")
-    for endpoint, declared in EndpointsFile.read(file).metrics.items():
-        for name, variable in declared.variables.items():
-            detail = ",".join(f"{b:g}" for b in variable.buckets) or ",".join(variable.values)
-            table.add_row(endpoint, name, variable.kind, detail, f"{declared.log_frequency:g}")
-    Console().print(table)
-
-
-@metrics_app.command("remove")
-def metrics_remove(
-    endpoint: str = typer.Argument(...),
-    variable: list[str] = typer.Option([], "--variable", help="Variables to remove; none: all of the endpoint's."),
-    file: Path = ENDPOINTS_FILE,
-) -> None:
-    """Remove declared variables."""
-    from services.gateway.endpoints import EndpointsFile
-
-    endpoints = EndpointsFile.read(file)
-    declared = endpoints.metrics.get(endpoint)
-    if declared is None:
-        _refuse(f"no variables are declared for '{endpoint}' in {file}")
-    for name in variable or list(declared.variables):
-        if declared.variables.pop(name, None) is None:
-            _refuse(f"'{endpoint}' has no variable '{name}'")
-    if not declared.variables:
-        del endpoints.metrics[endpoint]
-    endpoints.write(file)
-    console.print(f"removed from '{endpoint}' in {file}")
+        EndpointsFile.update(file, apply)
+    except ServingError as exc:
+        refuse(exc.message)
+    console.print(f"endpoint {shown(name)} removed from {file}")

@@ -1,6 +1,7 @@
 """The endpoint file: a JSON file declares each configured endpoint's engine, Triton model, preprocess code and
 tensors, and the custom statistics of any endpoint. `serving endpoints ...` and `serving metrics ...` edit it;
-workers follow it (`watcher.FileWatcher`) and build its endpoints (`configured.ConfiguredEndpoints`).
+workers follow it (`watcher.FileWatcher`) and build its endpoints (`configured.ConfiguredEndpoints`). Every change
+goes through `EndpointsFile.update` (a `LockedFile`): two commands at once never lose each other's change.
 
     {"endpoints": {"sst2": {"engine": "triton", "model": "encoder", "preprocess": "preprocess.py",
                             "inputs": [{"name": "input_ids", "dtype": "INT64", "shape": [-1, -1]}, ...],
@@ -10,15 +11,20 @@ workers follow it (`watcher.FileWatcher`) and build its endpoints (`configured.C
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from services.common.contract import TensorSpec
 from services.common.errors import ConfigurationError
+from services.common.locked_file import LockedFile
+from services.common.names import RULE, is_valid_name, printable, shown
 from services.monitoring.statistics import EndpointMetrics
+
+T = TypeVar("T")
+SECTIONS = ("endpoints", "metrics")
 
 
 class EndpointConfig(BaseModel):
@@ -39,6 +45,13 @@ class EndpointConfig(BaseModel):
     inputs: list[TensorSpec] = Field(default_factory=list)
     outputs: list[TensorSpec] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _triton_model_name(self) -> EndpointConfig:
+        """A Triton model is named by the same rule as endpoints (`services.common.names`)."""
+        if self.engine == "triton" and self.model is not None and not is_valid_name(self.model):
+            raise ValueError(f"Triton model name {shown(self.model)} is not valid: use {RULE}")
+        return self
+
 
 class EndpointsFile(BaseModel):
     endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
@@ -47,6 +60,9 @@ class EndpointsFile(BaseModel):
     endpoints alike."""
     invalid: dict[str, str] = Field(default_factory=dict, exclude=True)
     """Entries that failed validation, with what to fix; the valid ones are still served."""
+    rejected: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude=True)
+    """The invalid entries as the file has them, by section and name: written back unchanged, so a command that
+    changes one entry never drops another one that a person is still fixing."""
 
     @classmethod
     def read(cls, path: Path) -> EndpointsFile:
@@ -60,26 +76,62 @@ class EndpointsFile(BaseModel):
             raise ConfigurationError(f"endpoint file {path} is not valid JSON: {exc}") from None
         if not isinstance(raw, dict):
             raise ConfigurationError(f'endpoint file {path} must be an object {{"endpoints": {{NAME: {{...}}}}}}')
-        endpoints, metrics, invalid = {}, {}, {}
-        for section, model, found in (("endpoints", EndpointConfig, endpoints), ("metrics", EndpointMetrics, metrics)):
+        found: dict[str, dict] = {"endpoints": {}, "metrics": {}}
+        invalid, rejected = {}, {}
+        for section, model in zip(SECTIONS, (EndpointConfig, EndpointMetrics), strict=True):
             entries = raw.get(section, {})
             if not isinstance(entries, dict):
                 raise ConfigurationError(f'endpoint file {path}: "{section}" must be an object keyed by endpoint name')
             for name, entry in entries.items():
                 try:
-                    found[name] = model.model_validate(entry)
-                except ValidationError as exc:
-                    error = exc.errors()[0]
-                    field = ".".join(str(part) for part in error["loc"]) or "(entry)"
-                    where = name if section == "endpoints" else f"metrics of '{name}'"
-                    invalid[where] = f"field '{field}': {error['msg'].removeprefix('Value error, ')}"
-        return cls(endpoints=endpoints, metrics=metrics, invalid=invalid)
+                    found[section][name] = _entry(model, name, entry)
+                except ValueError as problem:
+                    invalid[_where(section, name)] = str(problem)
+                    rejected.setdefault(section, {})[name] = entry
+        return cls(**found, invalid=invalid, rejected=rejected)
+
+    def dump(self) -> str:
+        sections = {
+            "endpoints": {n: c.model_dump(exclude_defaults=True) for n, c in self.endpoints.items()},
+            "metrics": {n: m.model_dump(exclude_defaults=True) for n, m in self.metrics.items()},
+        }
+        for section, entries in self.rejected.items():
+            sections[section].update({n: e for n, e in entries.items() if n not in sections[section]})
+        return json.dumps(sections, indent=2) + "\n"
 
     def write(self, path: Path) -> None:
-        """Atomic replace, so a worker never reads a half-written file."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        entries = {name: config.model_dump(exclude_defaults=True) for name, config in self.endpoints.items()}
-        declared = {name: item.model_dump(exclude_defaults=True) for name, item in self.metrics.items()}
-        tmp.write_text(json.dumps({"endpoints": entries, "metrics": declared}, indent=2) + "\n")
-        os.replace(tmp, path)
+        """Replace the whole file with this content (under the file's lock, atomically). A change to the file as
+        it is now is `update`."""
+        file = LockedFile(path)
+        with file.locked():
+            file.replace(self.dump())
+
+    @classmethod
+    def update(cls, path: Path, change: Callable[[EndpointsFile], T]) -> T:
+        """Read the file, apply `change` (which may raise to abort: nothing is written) and write it back, under the
+        file's lock: every confirmed change lands, however many commands run at once."""
+        return LockedFile(path).update(lambda: cls.read(path), change, cls.dump)
+
+    def remove(self, section: str, name: str) -> bool:
+        """Take the entry `name` out of `section`, valid or not; False if there is none."""
+        valid = self.endpoints if section == "endpoints" else self.metrics
+        found = valid.pop(name, None) is not None or self.rejected.get(section, {}).pop(name, None) is not None
+        self.invalid.pop(_where(section, name), None)
+        return found
+
+
+def _entry(model: type[BaseModel], name: str, entry: Any) -> Any:
+    """One entry validated, or ValueError saying the field and what to fix."""
+    if not is_valid_name(name):
+        raise ValueError(f"the name is not valid: use {RULE}")
+    try:
+        return model.model_validate(entry)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"]) or "(entry)"
+        raise ValueError(f"field '{field}': {error['msg'].removeprefix('Value error, ')}") from None
+
+
+def _where(section: str, name: str) -> str:
+    """The key of an invalid entry in `invalid` (and in /health/ready's `config_errors`)."""
+    return printable(name) if section == "endpoints" else f"metrics of {shown(name)}"

@@ -96,10 +96,21 @@ def load_preprocess_class(path: Path) -> type:
 
 
 def source_stamp(path: Path) -> tuple:
-    """Changes when the preprocess code changes: an edit reloads the endpoint."""
+    """Changes when the preprocess code changes: an edit reloads the endpoint. A file deleted while it is being
+    stamped is a change too, never an error (the watcher polls this)."""
     path = Path(path)
-    files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
+    try:
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    except OSError:
+        return (str(path), None)
+    stamps = []
+    for file in files:
+        try:
+            stat = file.stat()
+        except OSError:
+            continue
+        stamps.append((str(file), stat.st_mtime_ns, stat.st_size))
+    return tuple(stamps)
 
 
 class UserPreprocess:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from observability import metrics
 from services.common.backend import ModelEndpoint, PipelineEndpoint
+from services.common.names import printable
 from services.monitoring.statistics import EndpointMetrics
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,11 @@ class EndpointSet(Protocol):
     def names(self) -> list[str]: ...
 
     def source_stamps(self) -> tuple:
-        """Stamps of the other files it was built from (preprocess code): when one changes, the set is rebuilt."""
+        """Stamps of the other files it was built from (preprocess code), as they are now on disk."""
+
+    def read_stamps(self) -> tuple:
+        """The same stamps taken just before the set read those files: when `source_stamps()` differs from them,
+        a file changed after it was read (perhaps while the set was being built), and the set is rebuilt."""
 
     def unload(self) -> None:
         """Release what it loaded (user code's unload()), once no request uses it any more."""
@@ -53,6 +59,9 @@ class EmptyEndpoints:
     def source_stamps(self) -> tuple:
         return ()
 
+    def read_stamps(self) -> tuple:
+        return ()
+
     def unload(self) -> None:
         return None
 
@@ -67,7 +76,14 @@ def file_stamp(path: Path) -> tuple[int, int] | None:
 
 class FileWatcher:
     """An endpoint resolver over a file: polls it; on a change builds a new set with `load(path)` off the event loop
-    and swaps it in. A file that fails to load leaves the previous set serving."""
+    and swaps it in. A file that fails to load leaves the previous set serving.
+
+    The stamps a set is known by are taken before it is read, never after: an edit made while a (slow) build was
+    reading the files is a change still to apply, so it is rebuilt at once rather than taken for the version
+    being served (which kept a broken preprocess file served until something else touched the file)."""
+
+    REBUILDS = 3
+    """Builds one `check` runs in a row while the files keep changing under it; the next poll carries on."""
 
     def __init__(self, path: Path, load: Callable[[Path], EndpointSet], interval: float, retire_after: float = 0.0):
         self.path = path
@@ -76,20 +92,21 @@ class FileWatcher:
         self.retire_after = retire_after
         """Seconds a replaced set stays loaded (its requests in flight finish) before its unload() runs."""
         self.error: str | None = None
-        self.current: EndpointSet
+        self.current: EndpointSet = EmptyEndpoints()
+        stamp = file_stamp(path)
         try:
             self.current = load(path)
         except Exception as exc:  # noqa: BLE001 - start serving what else there is; report the file's problem
-            self.current = EmptyEndpoints()
             self.error = str(exc)
             log.error("%s not applied: %s", path, exc)
-        self.stamp = self._stamp()
+        self.stamp = (stamp, self.current.read_stamps())
         self._report()
+        self._log_entry_errors()
         self._task: asyncio.Task | None = None
         self._retiring: set[asyncio.Task] = set()
 
-    def _stamp(self) -> tuple:
-        """The file's, and the preprocess code's it names (an edit to a preprocess file reloads it too)."""
+    def _on_disk(self) -> tuple:
+        """The file's stamp and those of the preprocess code the served set names, as they are now."""
         return (file_stamp(self.path), self.current.source_stamps())
 
     def resolve(self, name: str) -> ModelEndpoint | PipelineEndpoint | None:
@@ -102,14 +119,20 @@ class FileWatcher:
         return self.current.metrics.get(name)
 
     def errors(self) -> dict[str, str]:
-        """What is wrong with the file (key: its path) or with entries in it (key: the endpoint)."""
-        errors = dict(self.current.errors)
+        """What is wrong with the file (key: its name) or with entries in it (key: the endpoint), as the open
+        /health/ready shows it: file names relative to the file's folder, no absolute path (the log has the full
+        text of each problem)."""
+        errors = {name: redact_paths(problem, self.path.parent) for name, problem in self.current.errors.items()}
         if self.error:
-            errors[str(self.path)] = f"{self.error} (still serving the previous configuration)"
+            errors[self.path.name] = redact_paths(self.error, self.path.parent) + " (still serving the previous one)"
         return errors
 
     def _report(self) -> None:
         metrics.CONFIG_ERRORS.labels(self.path.name).set(len(self.errors()))
+
+    def _log_entry_errors(self) -> None:
+        for name, problem in self.current.errors.items():
+            log.error("%s: endpoint '%s' not served: %s", self.path, printable(name), problem)
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -131,25 +154,42 @@ class FileWatcher:
             await self.check()
 
     async def check(self) -> bool:
-        """Reload if the file or its sources changed; True when a new set was swapped in."""
-        stamp = self._stamp()
-        if stamp == self.stamp:
-            return False
-        try:
-            loaded = await asyncio.to_thread(self.load, self.path)
-        except Exception as exc:  # noqa: BLE001 - keep serving the last good configuration
-            log.error("%s not applied, still serving the previous configuration: %s", self.path, exc)
-            self.stamp, self.error = stamp, str(exc)
-            self._report()
-            return False
+        """Reload while the file or its sources differ from what the served set was read from (at most
+        `REBUILDS` builds); True when a new set was swapped in."""
+        swapped = False
+        for _ in range(self.REBUILDS):
+            stamp = self._on_disk()
+            if stamp == self.stamp:
+                break
+            try:
+                loaded = await asyncio.to_thread(self.load, self.path)
+            except Exception as exc:  # noqa: BLE001 - keep serving the last good configuration
+                log.error("%s not applied, still serving the previous configuration: %s", self.path, exc)
+                self.stamp, self.error = stamp, str(exc)
+                self._report()
+                break
+            self._swap(loaded, (stamp[0], loaded.read_stamps()))
+            swapped = True
+        return swapped
+
+    def _swap(self, loaded: EndpointSet, stamp: tuple) -> None:
         previous = self.current
-        self.current, self.error = loaded, None
-        self.stamp = self._stamp()
+        self.current, self.error, self.stamp = loaded, None, stamp
         self._report()
+        self._log_entry_errors()
         task = asyncio.get_running_loop().create_task(self._retire(previous))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
-        for name, problem in loaded.errors.items():
-            log.error("%s: endpoint '%s' not served: %s", self.path, name, problem)
         log.info("configuration reloaded from %s", self.path)
-        return True
+
+
+_QUOTED_PATH = re.compile(r"""(['"])/(?:[^'"\n]*/)?([^'"/\n]*)\1""")
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])/(?:[^\s'\"/:;,()\[\]{}]+/)*([^\s'\"/:;,()\[\]{}]*)")
+
+
+def redact_paths(text: str, base: Path) -> str:
+    """`text` without absolute paths: those under `base` made relative to it, any other one cut to its last part."""
+    for prefix in {str(Path(base).resolve()) + "/", str(base) + "/"}:
+        text = text.replace(prefix, "")
+    text = _QUOTED_PATH.sub(lambda m: m.group(1) + m.group(2) + m.group(1), text)
+    return _ABSOLUTE_PATH.sub(lambda m: m.group(1), text)

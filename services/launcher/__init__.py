@@ -3,19 +3,25 @@
 Each process runs in its own process group (`groups`), so stopping the group also stops what it spawned (gunicorn
 workers, Triton's Python-backend stubs). Its pid file and metadata under the run directory (`records`) let
 `serving down` and `serving status` find every process the `serving` commands started, from another shell.
-`launch.Launcher` starts them and waits for each to be ready; `spec.ProcessSpec` says what to start.
+`launch.Launcher` starts them and waits for each to be ready; `spec.ProcessSpec` says what to start;
+`supervise.Supervisor` restarts the ones that die or wedge, with backoff (`restarts`, `settings`).
 """
 
 from __future__ import annotations
 
 from services.launcher.groups import stop_group
 from services.launcher.launch import Launcher
-from services.launcher.records import process_status, recorded, stop_recorded
+from services.launcher.records import SUPERVISOR, process_status, recorded, stop_recorded
+from services.launcher.settings import SupervisorSettings
 from services.launcher.spec import ProcessSpec, free_port, port_free
+from services.launcher.supervise import Supervisor
 
 __all__ = [
+    "SUPERVISOR",
     "Launcher",
     "ProcessSpec",
+    "Supervisor",
+    "SupervisorSettings",
     "free_port",
     "port_free",
     "process_status",

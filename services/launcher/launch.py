@@ -1,12 +1,11 @@
 """`Launcher`: starts the processes of one run, each in its own process group and recorded in the run directory,
-waits for each to be ready, and stops the ones it started (on a failure, on Ctrl-C, when one of them exits)."""
+waits for each to be ready, and stops the ones it started (on a failure, on Ctrl-C, on `serving down`); the
+supervisor (`supervise`) starts them again through it when they die."""
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ class Launcher:
 
     def start(self, spec: ProcessSpec, *, detach: bool) -> subprocess.Popen:
         """Start `spec` in a new process group and record its pid and metadata; detached, its output goes to its log
-        file, else to this terminal. Refuses a port already in use."""
+        file, else to this terminal. Refuses a port already in use. Starting a name again (a restart) replaces it."""
         for port in spec.ports:
             if not port_free(port):
                 raise ConfigurationError(
@@ -39,6 +38,8 @@ class Launcher:
                     "or choose another port"
                 )
         self.log_path(spec.name).parent.mkdir(parents=True, exist_ok=True)
+        if spec.prepare:
+            spec.prepare()
         env = {**os.environ, "LOG_SERVICE": spec.name, **spec.env}
         if detach:  # the child keeps its own copy of the log file's descriptor
             with open(self.log_path(spec.name), "ab") as output:
@@ -48,7 +49,11 @@ class Launcher:
         else:
             proc = subprocess.Popen(spec.argv, env=env, start_new_session=True)
         write_record(self.run_dir, spec, proc, self.log_path(spec.name) if detach else None)
-        self.procs.append((spec, proc))
+        names = [started.name for started, _ in self.procs]
+        if spec.name in names:  # a restart keeps its place in the stop order
+            self.procs[names.index(spec.name)] = (spec, proc)
+        else:
+            self.procs.append((spec, proc))
         return proc
 
     def wait_ready(self, spec: ProcessSpec, proc: subprocess.Popen, timeout: float) -> None:
@@ -98,23 +103,3 @@ class Launcher:
             stop_group(proc.pid, spec.stop_timeout)
             remove_record(self.run_dir, spec.name)
         self.procs.clear()
-
-    def wait_foreground(self) -> int:
-        """Block until a process exits or we are told to stop; then stop everything. Returns an exit code."""
-        stop = {"signal": None}
-
-        def handler(signum, frame):
-            stop["signal"] = signum
-
-        signal.signal(signal.SIGINT, handler)
-        signal.signal(signal.SIGTERM, handler)
-        try:
-            while stop["signal"] is None:
-                for spec, proc in self.procs:
-                    if proc.poll() is not None:
-                        print(f"{spec.name} exited with code {proc.returncode}; stopping the stack", file=sys.stderr)
-                        return proc.returncode or 1
-                time.sleep(0.5)
-            return 0
-        finally:
-            self.stop_all()

@@ -1,21 +1,34 @@
 """What the run directory records of each started process: `<name>.pid` (its process group) and `<name>.json`
-(pid, ports, readiness URL, start time, log file). Any shell can then list and stop what a `serving` command
-started."""
+(pid, ports, readiness URL, start time, log file, and what the supervisor says of it: phase, restarts, last restart
+reason, failed probes). Any shell can then list and stop what a `serving` command started.
+
+The supervisor has a record too (`supervisor`); `stop_recorded` stops it first, by its pid alone (in the foreground
+it shares its process group with the shell or `make` that started it), so that nothing restarts what is being
+stopped."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
 
-from services.launcher.groups import group_alive, stop_group
+from services.launcher.groups import group_alive, pid_alive, stop_group, stop_process
 from services.launcher.spec import ProcessSpec
+
+SUPERVISOR = "supervisor"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Replace `path` atomically: `serving status` may read it while the supervisor writes it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data) + "\n")
+    os.replace(tmp, path)
 
 
 def write_record(run_dir: Path, spec: ProcessSpec, proc: subprocess.Popen, log: Path | None) -> None:
     """Record a process just started (`log`: where its output goes; None: a terminal)."""
-    (run_dir / f"{spec.name}.pid").write_text(str(proc.pid))
     meta = {
         "name": spec.name,
         "pid": proc.pid,
@@ -24,7 +37,26 @@ def write_record(run_dir: Path, spec: ProcessSpec, proc: subprocess.Popen, log: 
         "started_at": time.time(),
         "log": str(log) if log else None,
     }
-    (run_dir / f"{spec.name}.json").write_text(json.dumps(meta) + "\n")
+    write_meta(run_dir, meta)
+
+
+def write_meta(run_dir: Path, meta: dict) -> None:
+    """A record from its metadata (`name`, `pid`, ...): the pid file and the JSON file."""
+    (run_dir / f"{meta['name']}.pid").write_text(str(meta["pid"]))
+    _write_json(run_dir / f"{meta['name']}.json", meta)
+
+
+def read_meta(run_dir: Path, name: str) -> dict:
+    """A process's record; only its name when it has none (or a broken one)."""
+    try:
+        return json.loads((run_dir / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return {"name": name}
+
+
+def update_record(run_dir: Path, name: str, fields: dict) -> None:
+    """Add `fields` to a process's record (the supervisor's view of it)."""
+    _write_json(run_dir / f"{name}.json", read_meta(run_dir, name) | fields)
 
 
 def remove_record(run_dir: Path, name: str) -> None:
@@ -33,16 +65,30 @@ def remove_record(run_dir: Path, name: str) -> None:
     (run_dir / f"{name}.json").unlink(missing_ok=True)
 
 
+def _pid(pidfile: Path) -> int | None:
+    try:
+        return int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(name: str, pid: int | None) -> bool:
+    if pid is None:
+        return False
+    return pid_alive(pid) if name == SUPERVISOR else group_alive(pid)
+
+
 def stop_recorded(run_dir: Path, timeout: float = 30.0) -> list[str]:
-    """Stop every process group recorded under the run directory; returns the names stopped."""
+    """Stop every process recorded under the run directory, the supervisor first (it stops the stack's processes
+    itself, each with its own drain time); returns the names stopped."""
     stopped = []
+    pid = _pid(run_dir / f"{SUPERVISOR}.pid")
+    if pid is not None and stop_process(pid, timeout * 4):
+        stopped.append(SUPERVISOR)
+    remove_record(run_dir, SUPERVISOR)
     for pidfile in sorted(run_dir.glob("*.pid")):
-        try:
-            pid = int(pidfile.read_text().strip())
-        except ValueError:
-            pidfile.unlink()
-            continue
-        if group_alive(pid):
+        pid = _pid(pidfile)
+        if pid is not None and group_alive(pid):
             stop_group(pid, timeout)
             stopped.append(pidfile.stem)
         remove_record(run_dir, pidfile.stem)
@@ -50,30 +96,39 @@ def stop_recorded(run_dir: Path, timeout: float = 30.0) -> list[str]:
 
 
 def recorded(run_dir: Path) -> dict[str, bool]:
-    """Each process with a pid file under `run_dir`, and whether its process group is still alive."""
-    result = {}
-    for pidfile in sorted(run_dir.glob("*.pid")):
-        try:
-            result[pidfile.stem] = group_alive(int(pidfile.read_text().strip()))
-        except ValueError:
-            result[pidfile.stem] = False
-    return result
+    """Each process with a pid file under `run_dir`, and whether it (its process group) is still alive."""
+    return {pidfile.stem: _alive(pidfile.stem, _pid(pidfile)) for pidfile in sorted(run_dir.glob("*.pid"))}
 
 
 def process_status(run_dir: Path) -> list[dict]:
-    """Every process recorded under `run_dir`: its record (name, pid, ports, readiness URL, log file), state and
-    uptime."""
+    """Every process recorded under `run_dir`: its record (name, pid, ports, readiness URL, log file, restarts), its
+    state and uptime."""
     now = time.time()
+    alive = recorded(run_dir)
+    supervised = alive.get(SUPERVISOR, False)
     rows = []
-    for name, alive in recorded(run_dir).items():
-        meta_file = run_dir / f"{name}.json"
-        meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {"name": name}
+    for name, running in alive.items():
+        meta = read_meta(run_dir, name)
         started = meta.get("started_at")
         rows.append(
             meta
             | {
-                "state": "running" if alive else "dead",
-                "uptime_seconds": round(now - started) if started and alive else None,
+                "state": state(meta, running, supervised),
+                "uptime_seconds": round(now - started) if started and running else None,
             }
         )
     return rows
+
+
+def state(meta: dict, alive: bool, supervised: bool) -> str:
+    """running | starting | wedged (its last liveness probe failed) | restarting (waiting out its backoff) | failed
+    (restarted too often: left down) | dead (not running, and nothing restarts it). What the supervisor wrote counts
+    only while it runs."""
+    phase = meta.get("phase") if supervised else None
+    if phase in ("backoff", "failed"):
+        return "restarting" if phase == "backoff" else "failed"
+    if not alive:
+        return "dead"
+    if phase and meta.get("probe_failures"):
+        return "wedged"
+    return "starting" if phase == "starting" else "running"

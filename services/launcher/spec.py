@@ -24,6 +24,13 @@ class ProcessSpec:
     """Seconds from SIGTERM to SIGKILL."""
     explain: Callable[[str], str | None] | None = None
     """Turns the process's log into a readable reason when it fails to start."""
+    liveness: Callable[[float], None] | None = None
+    """One liveness check with a deadline in seconds, raising with the reason when the process is wedged (it runs but
+    does not do its work); the supervisor runs it every few seconds and restarts the process after several
+    failures in a row. None: the process is watched for its exit only."""
+    prepare: Callable[[], None] | None = None
+    """Runs before each start, the first and every restart (e.g. a fresh directory for prometheus_client's files:
+    a dead process's files would add up with the new one's)."""
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:

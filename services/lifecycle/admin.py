@@ -9,19 +9,36 @@ Triton, warm up, drain) and the gateway's workers pick the new traffic policy up
 from __future__ import annotations
 
 import hmac
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, Field, model_validator
+from fastapi import Path as PathParameter
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from observability.metrics import endpoint_request_counts
 from services.api.openapi import OK, errors
-from services.common.errors import NotFound, Unauthorized, Unavailable
+from services.common.errors import ConfigurationError, NotFound, Unauthorized, Unavailable
+from services.common.names import NAME_MAX_LENGTH, NAME_PATTERN, validated_name
 from services.lifecycle import transitions
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.state import DeploymentStore, EndpointState
+
+log = logging.getLogger(__name__)
+Endpoint = Annotated[
+    str,
+    PathParameter(
+        pattern=NAME_PATTERN,
+        description=f"The endpoint's name, at most {NAME_MAX_LENGTH} characters: it becomes a Triton model directory.",
+    ),
+    AfterValidator(validated_name),
+]
+"""Every route's `{endpoint}`: a name that breaks the rule is a 422 naming the pattern before anything runs."""
+Version = Annotated[str, PathParameter(pattern=r"^[0-9]{1,18}$", description="A registry version number.")]
 
 
 class AutoUpdate(BaseModel):
@@ -94,20 +111,48 @@ def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], f
     }
 
 
+class GuardedStore:
+    """The deployment state as the routes use it: a state file that cannot be read (hand-edited, truncated) is a
+    503 with a generic message and the request id; its path and the parser's text go to the log only, never to a
+    caller (`GET /models/{endpoint}` is open)."""
+
+    def __init__(self, store: DeploymentStore):
+        self.store = store
+
+    @contextmanager
+    def _unreadable_is_unavailable(self) -> Iterator[None]:
+        try:
+            yield
+        except ConfigurationError as exc:
+            log.error("the admin API cannot use the deployment state: %s", exc.message)
+            raise Unavailable(
+                "the deployment state cannot be read; the server log has why, under this request id "
+                "(`serving logs --request-id`)"
+            ) from None
+
+    def read(self):
+        with self._unreadable_is_unavailable():
+            return self.store.read()
+
+    def update(self, change):
+        with self._unreadable_is_unavailable():
+            return self.store.update(change)
+
+
 def admin_router(settings) -> APIRouter:
     """`/admin/...` behind the admin token, and the open `GET /models/{endpoint}`. The routes are plain functions:
     FastAPI runs them in its thread pool, so the state file's lock and writes never block the worker's event loop."""
-    store = DeploymentStore(settings.deployments_file) if settings.deployments_file else None
+    store = GuardedStore(DeploymentStore(settings.deployments_file)) if settings.deployments_file else None
     router = APIRouter()
     router.include_router(_admin_routes(store, _authorizer(store, _token(settings))))
     router.include_router(_lineage_routes(store))
     return router
 
 
-def _authorizer(store: DeploymentStore | None, expected: str | None) -> Callable[[Request], DeploymentStore]:
+def _authorizer(store: GuardedStore | None, expected: str | None) -> Callable[[Request], GuardedStore]:
     """The dependency every admin route has: the right bearer token, then the deployment state it changes."""
 
-    def authorized(request: Request) -> DeploymentStore:
+    def authorized(request: Request) -> GuardedStore:
         if expected is None:
             raise Unavailable("the admin API is off: set GATEWAY_ADMIN_TOKEN or GATEWAY_ADMIN_TOKEN_FILE")
         header = request.headers.get("authorization", "")
@@ -121,7 +166,7 @@ def _authorizer(store: DeploymentStore | None, expected: str | None) -> Callable
     return authorized
 
 
-def _admin_routes(store: DeploymentStore | None, authorized: Callable[[Request], DeploymentStore]) -> APIRouter:
+def _admin_routes(store: GuardedStore | None, authorized: Callable[[Request], GuardedStore]) -> APIRouter:
     """Each route runs only once `authorized` passed, which refuses the request when `store` is None."""
     admin = APIRouter(
         prefix="/admin",
@@ -136,22 +181,22 @@ def _admin_routes(store: DeploymentStore | None, authorized: Callable[[Request],
         return {"endpoints": [describe(n, e, counts) for n, e in sorted(store.read().endpoints.items())]}
 
     @admin.put("/endpoints/{endpoint}/auto-update", summary="Deploy every new version of a registered model")
-    def auto_update(endpoint: str, body: AutoUpdate) -> dict:
+    def auto_update(endpoint: Endpoint, body: AutoUpdate) -> dict:
         store.update(lambda s: transitions.set_auto_update(s, endpoint, body.name, body.max_versions))
         return {"endpoint": endpoint, "registered_name": body.name, "max_versions": body.max_versions}
 
     @admin.put("/endpoints/{endpoint}/canary", summary="Split traffic by weight over versions")
-    def canary(endpoint: str, body: Canary) -> dict:
+    def canary(endpoint: Endpoint, body: Canary) -> dict:
         traffic = store.update(lambda s: transitions.canary(s, endpoint, body.weights, body.versions))
         return {"endpoint": endpoint, "traffic": traffic}
 
     @admin.post("/endpoints/{endpoint}/rollout", summary="Move traffic to a version step by step, with rollback")
-    def rollout(endpoint: str, body: RolloutRequest) -> dict:
+    def rollout(endpoint: Endpoint, body: RolloutRequest) -> dict:
         started = store.update(lambda s: transitions.start_rollout(s, endpoint, **body.model_dump()))
         return {"endpoint": endpoint, "rollout": started.model_dump()}
 
     @admin.delete("/endpoints/{endpoint}/versions/{version}", summary="Drain and unload a version")
-    def remove(endpoint: str, version: str) -> dict:
+    def remove(endpoint: Endpoint, version: Version) -> dict:
         now = time.time()
         store.update(lambda s: transitions.remove(s, endpoint, version, now))
         return {"endpoint": endpoint, "version": version, "state": "draining"}
@@ -159,11 +204,11 @@ def _admin_routes(store: DeploymentStore | None, authorized: Callable[[Request],
     return admin
 
 
-def _lineage_routes(store: DeploymentStore | None) -> APIRouter:
-    lineage = APIRouter(tags=["lifecycle"], responses=OK | errors(404, 422))
+def _lineage_routes(store: GuardedStore | None) -> APIRouter:
+    lineage = APIRouter(tags=["lifecycle"], responses=OK | errors(404, 422, 503))
 
     @lineage.get("/models/{endpoint}", summary="What each version of an endpoint is and where it came from")
-    def models(endpoint: str) -> dict:
+    def models(endpoint: Endpoint) -> dict:
         if store is None:
             raise NotFound("no deployment state is configured on this server")
         return describe(endpoint, transitions.endpoint(store.read(), endpoint), endpoint_request_counts())

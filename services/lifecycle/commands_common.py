@@ -9,11 +9,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
+from urllib.parse import quote
 
 import httpx
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from services.common.errors import ServingError
+from services.common.names import check_name
 from services.common.settings import RunSettings
 
 console = Console(stderr=True, soft_wrap=True)  # one message, one line
@@ -22,12 +26,22 @@ TOKEN = typer.Option(None, "--token", help="Admin token (default: GATEWAY_ADMIN_
 
 
 def fail(message: str) -> NoReturn:
-    console.print(f"[bold red]error:[/] {message}")
+    console.print(f"[bold red]error:[/] {escape(message)}")  # the message as it is, brackets too
     raise typer.Exit(2)
 
 
 def print_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def endpoint_path(endpoint: str, *rest: str) -> str:
+    """`/admin/endpoints/ENDPOINT/...` for a valid endpoint name; the command ends saying the rule otherwise (the
+    gateway would refuse it too). The other parts are quoted: a version never changes which route is called."""
+    try:
+        check_name(endpoint)
+    except ServingError as exc:
+        fail(exc.message)
+    return "/".join(["/admin/endpoints", endpoint, *(quote(part, safe="") for part in rest)])
 
 
 @dataclass(frozen=True)

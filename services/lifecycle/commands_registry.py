@@ -39,7 +39,7 @@ def train(
     epochs: int = typer.Option(3, min=1, help="Fine-tuning epochs."),
 ) -> None:
     """Example pipeline: fine-tune a sentiment classifier on the shipped data set and register it (MLflow runs
-    for each step; about a minute on 2 cores)."""
+    for each step; a few minutes on 2 cores: 2 min 39 s measured)."""
     from services.registry.train import main_json
 
     sys.stdout.write(main_json(name, epochs) + "\n")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from services.lifecycle.commands_common import TOKEN, URL, AdminApi, fail, print_json
+from services.lifecycle.commands_common import TOKEN, URL, AdminApi, endpoint_path, fail, print_json
 
 
 def auto_update(
@@ -19,7 +19,7 @@ def auto_update(
 ) -> None:
     """Deploy every new registry version of a model to ENDPOINT (the controller loads, checks, then serves it)."""
     body = {"name": name, "max_versions": max_versions}
-    print_json(AdminApi.for_command(url, token).call("PUT", f"/admin/endpoints/{endpoint}/auto-update", body))
+    print_json(AdminApi.for_command(url, token).call("PUT", endpoint_path(endpoint, "auto-update"), body))
 
 
 def canary(
@@ -32,7 +32,7 @@ def canary(
 ) -> None:
     """Split ENDPOINT's traffic by weight (send `x-canary-key` to keep a caller on one version)."""
     body = {"weights": weights, "versions": versions or None, "newest": newest}
-    print_json(AdminApi.for_command(url, token).call("PUT", f"/admin/endpoints/{endpoint}/canary", body))
+    print_json(AdminApi.for_command(url, token).call("PUT", endpoint_path(endpoint, "canary"), body))
 
 
 def rollout(
@@ -62,7 +62,7 @@ def rollout(
         "max_p99_ratio": max_p99_ratio,
         "min_requests": min_requests,
     }
-    print_json(AdminApi.for_command(url, token).call("POST", f"/admin/endpoints/{endpoint}/rollout", body))
+    print_json(AdminApi.for_command(url, token).call("POST", endpoint_path(endpoint, "rollout"), body))
 
 
 def remove(
@@ -74,4 +74,4 @@ def remove(
     """Take VERSION out of traffic; the controller unloads it once its drain period is over.
 
     The drain period (CONTROLLER_DRAIN_SECONDS) is meant to outlast the requests already in flight."""
-    print_json(AdminApi.for_command(url, token).call("DELETE", f"/admin/endpoints/{endpoint}/versions/{version}"))
+    print_json(AdminApi.for_command(url, token).call("DELETE", endpoint_path(endpoint, "versions", version)))

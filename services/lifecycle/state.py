@@ -7,11 +7,8 @@ change reaches every worker within a poll interval and no request waits for it.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -19,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from services.common.contract import TensorSpec
 from services.common.errors import ConfigurationError
+from services.common.locked_file import LockedFile
 
 VersionPhase = Literal["loading", "live", "draining", "rejected"]
 T = TypeVar("T")
@@ -82,9 +80,11 @@ class Deployments(BaseModel):
 
 
 class DeploymentStore:
+    """The state file, changed only through `update` (a `LockedFile`: locked read-modify-write, atomic replace)."""
+
     def __init__(self, path: Path):
-        self.path = Path(path)
-        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.file = LockedFile(path)
+        self.path = self.file.path
 
     def read(self) -> Deployments:
         if not self.path.is_file():
@@ -98,22 +98,10 @@ class DeploymentStore:
         """One endpoint as the file has it now (no lock: a reader sees the last complete write)."""
         return self.read().endpoints.get(name)
 
-    @contextmanager
-    def _locked(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
     def update(self, change: Callable[[Deployments], T]) -> T:
         """Read, apply `change` (which may raise to abort), write atomically; all under an exclusive lock."""
-        with self._locked():
-            state = self.read()
-            result = change(state)
-            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(state.model_dump(exclude_none=True), indent=2) + "\n")
-            os.replace(tmp, self.path)
-        return result
+        return self.file.update(self.read, change, _dump)
+
+
+def _dump(state: Deployments) -> str:
+    return json.dumps(state.model_dump(exclude_none=True), indent=2) + "\n"

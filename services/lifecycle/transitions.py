@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.common.contract import Manifest
 from services.common.errors import Conflict, InvalidInput, NotFound
+from services.common.names import check_name
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.state import Deployments, EndpointState, Rollout, VersionState
 from services.triton.repository import MODELS
@@ -40,7 +41,9 @@ def endpoint(state: Deployments, name: str) -> EndpointState:
 
 # --- what the admin API asks for ----------------------------------------------------------------------------------
 def set_auto_update(state: Deployments, name: str, registered_name: str, max_versions: int) -> None:
-    """Deploy every new version of `registered_name` to endpoint `name` (created if new), keeping `max_versions`."""
+    """Deploy every new version of `registered_name` to endpoint `name` (created if new), keeping `max_versions`.
+    The only rule that creates an endpoint, so the one that checks its name (it becomes a Triton model directory)."""
+    check_name(name)
     if name in MODELS:
         raise InvalidInput(f"'{name}' names a model of the built-in stack; choose another endpoint name")
     item = state.endpoints.setdefault(name, EndpointState())

@@ -6,27 +6,52 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from urllib.parse import quote
+
+DATASET_ARTIFACT_TAG = "artifact"
+"""Tag of a dataset input naming the artifact (of the same run) that holds a copy of the data set's file."""
+
+
+TRAINING_VIEW = "?workflowType=machine_learning"
+"""MLflow 3's UI opens in its GenAI view unless told otherwise (a per-browser preference), where a training run's
+page sits under "Evaluations"; this query opens its "Model training" view, where runs, models and the registry are."""
 
 
 @dataclass(frozen=True)
 class UiLinks:
-    """Addresses of registry pages in the MLflow UI (its hash routes); a run's page is under its own experiment."""
+    """Addresses of registry pages in the MLflow UI (its hash routes). A run's page is under the run's own
+    experiment: the UI shows the experiment the address names, so another experiment's id opens the run under the
+    wrong experiment (MLflow's Default, for one)."""
 
     ui: str
 
-    def run(self, run) -> str:
-        return f"{self.ui}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+    def run(self, run, artifact: str | None = None) -> str:
+        page = f"/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+        return self._page(f"{page}/artifacts/{quote(artifact)}" if artifact else page)
+
+    def experiment(self, experiment_id: str) -> str:
+        """The experiment's runs table, where a pipeline's step runs are nested under its parent run."""
+        return self._page(f"/experiments/{experiment_id}/runs")
 
     def version(self, name: str, version: str) -> str:
-        return f"{self.ui}/#/models/{name}/versions/{version}"
+        return self._page(f"/models/{quote(name, safe='')}/versions/{version}")
+
+    def _page(self, route: str) -> str:
+        return f"{self.ui}/#{route}{TRAINING_VIEW}"
 
 
-def pipeline(parent, steps: list, links: UiLinks) -> dict:
-    """The parent run a version was registered under (`serving train`) and its step runs, in step-name order."""
+def pipeline(parent, steps: list, experiment_name: str, links: UiLinks) -> dict:
+    """The parent run a version was registered under (`serving train`), its experiment, and its step runs in
+    step-name order."""
     return {
         "id": parent.info.run_id,
         "name": parent.info.run_name,
         "url": links.run(parent),
+        "experiment": {
+            "id": parent.info.experiment_id,
+            "name": experiment_name,
+            "url": links.experiment(parent.info.experiment_id),
+        },
         "steps": sorted(
             ({"name": s.info.run_name, "id": s.info.run_id, "url": links.run(s)} for s in steps),
             key=lambda s: s["name"] or "",
@@ -34,20 +59,26 @@ def pipeline(parent, steps: list, links: UiLinks) -> dict:
     }
 
 
-def datasets(runs: list) -> list[dict]:
-    """The data set inputs logged on any of `runs`, once per digest."""
-    datasets = {}
+def datasets(runs: list, links: UiLinks) -> list[dict]:
+    """The data set inputs logged on any of `runs`, once per digest, as the first run in `runs` that logged it
+    records them. The link opens the copy of the data set's file that run keeps as an artifact (the UI previews it
+    as a table), or, without a copy, the run's page (which lists its data sets)."""
+    found = {}
     for item in runs:
         for dataset_input in item.inputs.dataset_inputs if item.inputs else []:
             entity = dataset_input.dataset
+            if entity.digest in found:
+                continue
             tags = {t.key: t.value for t in dataset_input.tags}
             source = (
                 json.loads(entity.source).get("uri", entity.source) if entity.source.startswith("{") else entity.source
             )
-            datasets[entity.digest] = {
+            found[entity.digest] = {
                 "name": entity.name,
                 "digest": entity.digest,
                 "version": tags.get("version"),
                 "source": source,
+                "run_id": item.info.run_id,
+                "url": links.run(item, tags.get(DATASET_ARTIFACT_TAG)),
             }
-    return list(datasets.values())
+    return list(found.values())

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from services.common.contract import MANIFEST_FILE, Manifest, sha256_file
 from services.common.errors import ConfigurationError, NotFound
-from services.registry.lineage import UiLinks, datasets, pipeline
+from services.registry.lineage import DATASET_ARTIFACT_TAG, UiLinks, datasets, pipeline
 from services.registry.settings import RegistrySettings
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,9 @@ class ModelRegistry:
         return self.mlflow.start_run(experiment_id=self.experiment_id(), run_name=run_name)
 
     def log_dataset(self, dataset: DatasetRef) -> None:
-        """The data set as an MLflow dataset input of the active run: name, digest, source, version."""
+        """The data set as an MLflow dataset input of the active run (name, digest, source, version) and, up to
+        `dataset_artifact_max_mb`, a copy of its file as an artifact of the run: the data set's own page in the UI,
+        which the lineage links to (the source is a path on the machine that trained)."""
         from mlflow.data.dataset_source_registry import resolve_dataset_source
         from mlflow.data.meta_dataset import MetaDataset
 
@@ -146,8 +148,12 @@ class ModelRegistry:
             warnings.simplefilter("ignore", UserWarning)
             source = resolve_dataset_source(str(dataset.path.resolve()))
         entity = MetaDataset(source=source, name=dataset.name or dataset.path.stem, digest=dataset.digest)
-        tags = {"version": dataset.version} if dataset.version else None
-        self.mlflow.log_input(entity, context="training", tags=tags)
+        tags = {"version": dataset.version} if dataset.version else {}
+        max_mb = self.settings.dataset_artifact_max_mb
+        if max_mb and dataset.path.stat().st_size <= max_mb * 1e6:
+            self.mlflow.log_artifact(str(dataset.path), artifact_path="datasets")
+            tags[DATASET_ARTIFACT_TAG] = f"datasets/{dataset.path.name}"
+        self.mlflow.log_input(entity, context="training", tags=tags or None)
 
     def versions(self, name: str) -> list[RegistryVersion]:
         found = self.client.search_model_versions(filter_string=f"name = '{name}'")
@@ -194,8 +200,9 @@ class ModelRegistry:
             experiments = list(dict.fromkeys([parent.info.experiment_id, run.info.experiment_id]))
             steps = self.client.search_runs(experiments, filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
             runs += [parent, *steps]
-            lineage["pipeline"] = pipeline(parent, steps, links)
-        lineage["datasets"] = datasets(runs)
+            experiment = self.client.get_experiment(parent.info.experiment_id).name
+            lineage["pipeline"] = pipeline(parent, steps, experiment, links)
+        lineage["datasets"] = datasets(runs, links)
         if model_dir is not None and (model_dir / MANIFEST_FILE).is_file():
             lineage["artifacts"] = Manifest.load(model_dir).files
         return lineage

@@ -25,7 +25,10 @@ class RegistrySettings(BaseSettings):
     ui_url: str = "http://127.0.0.1:5000"
     """The MLflow UI (`make registry`) that lineage links point to."""
     experiment: str = "transformer-serving"
-    """Experiment of the runs `serving model register` creates."""
+    """Experiment of the runs `serving model register` and `serving train` create."""
+    dataset_artifact_max_mb: float = Field(100.0, ge=0)
+    """A logged data set file up to this size is also kept as an artifact of its run, the page its lineage links
+    to; a larger one is linked to its run's page instead (0: never copied)."""
 
     @property
     def uri(self) -> str:

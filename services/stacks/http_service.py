@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from pathlib import Path
 
 from services.launcher import ProcessSpec
 from services.stacks.options import StackOptions
@@ -29,8 +30,14 @@ def http_service(
         app,
     ]
     env = http_env(options, name=name, env_prefix=env_prefix) | (extra_env or {})
+    multiproc = Path(env["PROMETHEUS_MULTIPROC_DIR"])
     return ProcessSpec(
-        name=name, argv=argv, env=env, ports=[options.port], ready_url=f"http://127.0.0.1:{options.port}/health/ready"
+        name=name,
+        argv=argv,
+        env=env,
+        ports=[options.port],
+        ready_url=f"http://127.0.0.1:{options.port}/health/ready",
+        prepare=lambda: fresh_dir(multiproc),
     )
 
 
@@ -59,8 +66,12 @@ def http_env(options: StackOptions, *, name: str, env_prefix: str) -> dict[str, 
 
 
 def _multiproc_dir(options: StackOptions, name: str) -> str:
-    """A fresh directory for the workers' prometheus_client files (counts of a previous run would add up)."""
-    path = options.run_dir / f"prometheus-{name}"
+    """A fresh directory for the workers' prometheus_client files (counts of a previous run would add up); made
+    fresh again before each start (`ProcessSpec.prepare`): a master killed with its workers leaves their files."""
+    return str(fresh_dir(options.run_dir / f"prometheus-{name}").resolve())
+
+
+def fresh_dir(path: Path) -> Path:
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
-    return str(path.resolve())
+    return path

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from services.triton.server import TritonPorts
@@ -50,3 +51,15 @@ class StackOptions:
         if self.otlp_endpoint:
             return self.otlp_endpoint
         return f"http://127.0.0.1:{self.trace_port}/v1/traces" if self.traces else None
+
+    def to_json(self) -> str:
+        """The options as JSON, for the detached supervisor (`serving supervise`) to start the same stack."""
+        return json.dumps(asdict(self), default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> StackOptions:
+        """What `to_json` wrote."""
+        data = json.loads(text)
+        paths = {f.name for f in fields(cls) if f.type == "Path"}
+        data = {key: Path(value) if key in paths else value for key, value in data.items()}
+        return cls(**(data | {"triton_ports": TritonPorts(**data["triton_ports"])}))

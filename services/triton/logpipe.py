@@ -3,6 +3,11 @@ print) as one JSON object with time, service, level, logger and message, so `ser
 
     python -m services.triton.logpipe -- tritonserver --model-repository=...
 
+The process the launcher started becomes tritonserver itself (exec), its output piped into a rewriter it forked
+first: the recorded pid is the server's (the one to signal, whose exit the supervisor sees), and killing it never
+orphans a server that would then lose its log. The rewriter ignores SIGTERM (it reaches the whole process group)
+and ends when the last writer (Triton, its stubs) has closed the pipe, so Triton's last lines are kept.
+
 Triton's own format is `I1130 00:08:34.332 123 file.cc:42] "message"` (I/W/E/F for the level); other lines keep
 level INFO. The errors and warnings Triton prints when it finds no GPU (CUDA, NVML, DCGM) are marked
 `"no_gpu": true`: expected on a CPU machine.
@@ -11,9 +16,9 @@ level INFO. The errors and warnings Triton prints when it finds no GPU (CUDA, NV
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
-import subprocess
 import sys
 import time
 
@@ -44,21 +49,36 @@ def to_json(line: str) -> str:
     return json.dumps(entry)
 
 
+def rewrite(source: int) -> None:
+    """Rewrite the lines read from descriptor `source` onto stdout until every writer has closed it."""
+    with os.fdopen(source, errors="replace") as lines:
+        for line in lines:
+            if line.strip():
+                print(to_json(line.rstrip("\n")), flush=True)
+
+
 def main() -> int:
-    """Run the command after `--`, rewrite its output line by line, exit with its exit code."""
+    """Fork the rewriter, then become the command after `--` with its stdout and stderr piped into it."""
     argv = sys.argv[1:]
     if argv and argv[0] == "--":
         argv = argv[1:]
-    # SIGTERM reaches the whole process group (Triton included); keep rewriting until Triton has drained and exited.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace"
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.strip():
-            print(to_json(line.rstrip("\n")), flush=True)
-    return process.wait()
+    if not argv:
+        print("usage: python -m services.triton.logpipe -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    source, sink = os.pipe()
+    if os.fork() == 0:  # the rewriter
+        os.close(sink)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            rewrite(source)
+        finally:
+            os._exit(0)
+    os.close(source)
+    os.dup2(sink, 1)
+    os.dup2(sink, 2)
+    os.close(sink)
+    os.execvp(argv[0], argv)
+    return 127  # not reached: exec replaces this process or raises
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from services.common.errors import ConfigurationError
 from services.launcher import ProcessSpec
+from services.triton.liveness import InferenceProbe
 
 PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -100,7 +101,8 @@ def triton_process(
     name: str = "triton",
 ) -> ProcessSpec:
     """tritonserver serving `repository` in explicit model-control mode with `models` loaded, its backends prepared
-    under `run_dir`; strict readiness, exit on a load error, metrics without GPU metrics."""
+    under `run_dir`; strict readiness, exit on a load error, metrics without GPU metrics. Its liveness is an
+    inference on the last of `models` (the ensemble when there is one: it runs every other)."""
     install = find_install()
     check_environment(install)
     backends = prepare_backends(install, run_dir / f"{name}-backends")
@@ -131,15 +133,22 @@ def triton_process(
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         "TOKENIZERS_PARALLELISM": "false",
     }
+    local = f"http://{_local_address(ports.address)}:{ports.http}"
     return ProcessSpec(
         name=name,
         argv=argv,
         env=env,
         ports=[ports.http, ports.grpc, ports.metrics],
-        ready_url=f"http://127.0.0.1:{ports.http}/v2/health/ready",
+        ready_url=f"{local}/v2/health/ready",
         stop_timeout=30,
         explain=explain_log,
+        liveness=InferenceProbe(local, models[-1]),
     )
+
+
+def _local_address(address: str) -> str:
+    """Where this machine reaches a server bound to `address` (any address: loopback)."""
+    return "127.0.0.1" if address in ("0.0.0.0", "::", "") else address
 
 
 _LOAD_FAILURE = re.compile(r"failed to load '([^']+)'[^:]*: (.*)")

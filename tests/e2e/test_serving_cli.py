@@ -53,7 +53,9 @@ def test_up_status_down_of_the_default_gateway_stack(tmp_path, tiny_model):
             "triton": "running",
             "gateway": "running",
             "controller": "running",
+            "supervisor": "running",
         }
+        assert all(p["ready"] for p in processes.values())
         assert processes["gateway"]["ports"] == [port] and processes["gateway"]["uptime_seconds"] >= 0
         assert status["model"]["name"] == "tiny-bert" and status["endpoints"] == ["tiny-bert"]
         # the endpoint takes the model's name: this is not all-MiniLM-L6-v2, so it is not /serve/minilm

@@ -4,6 +4,8 @@
 
 Every request is answered after DELAY (asyncio.sleep: concurrent requests overlap). With STALL_AT, the first request
 arriving after that many seconds blocks the whole server for STALL seconds (a GC pause, a stuck worker).
+`/reject` answers 429 at once (an overloaded server shedding load); `/vary[?delay=D]` answers after D (default DELAY) on
+average (0.5 to 1.5 times it) with a JSON body whose length varies from request to request (as embeddings do).
 """
 
 import asyncio
@@ -18,7 +20,7 @@ def main() -> None:
     stall_at = float(sys.argv[3]) if len(sys.argv) > 3 else None
     stall = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     started = time.monotonic()
-    state = {"stalled": False, "traced": 0, "unsampled": 0}
+    state = {"stalled": False, "traced": 0, "unsampled": 0, "varied": 0}
 
     async def handle(request: web.Request) -> web.Response:
         await request.read()
@@ -29,6 +31,16 @@ def main() -> None:
             time.sleep(stall)  # blocks the event loop: every request waits
         await asyncio.sleep(delay)
         return web.Response(body=b'{"ok": true}', content_type="application/json")
+
+    async def reject(request: web.Request) -> web.Response:
+        return web.Response(status=429, text="overloaded", headers={"Retry-After": "1"})
+
+    async def vary(request: web.Request) -> web.Response:
+        await request.read()
+        state["varied"] += 1
+        mean = float(request.query.get("delay", delay))
+        await asyncio.sleep(mean * (0.5 + state["varied"] * 0.6180339887 % 1))  # evenly spread around the mean
+        return web.json_response({"ok": True, "pad": "x" * (state["varied"] % 97)})
 
     async def reset(request: web.Request) -> web.Response:
         nonlocal started
@@ -42,6 +54,8 @@ def main() -> None:
     app = web.Application()
     app.router.add_post("/reset", reset)
     app.router.add_get("/stats", stats)
+    app.router.add_route("*", "/reject", reject)
+    app.router.add_route("*", "/vary", vary)
     app.router.add_route("*", "/{tail:.*}", handle)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 

@@ -1,6 +1,11 @@
 """The controller's loop: once an interval, for each endpoint, each step in turn (discover, deploy, reconcile,
 advance the rollout, prune, unload). A step that fails on something outside (registry, Triton, gateway) is retried
-later with exponential backoff and said in the log; the other steps and endpoints go on."""
+later with exponential backoff and said in the log; the other steps and endpoints go on.
+
+The state file is read at the start of each tick. Whatever it holds (empty, not JSON, the wrong schema, deleted
+while endpoints were deployed), the loop never dies on it: it says so once per distinct problem at WARNING, keeps
+the last good state it read, acts on no endpoint (no step decides from a state it cannot read, and nothing
+overwrites the file), and carries on from the file once it is readable again."""
 
 from __future__ import annotations
 
@@ -9,12 +14,13 @@ import signal
 import time
 from collections.abc import Callable
 
+from services.common.errors import ConfigurationError
 from services.lifecycle.controller.deploy import Deployer, Forward, onnx_forward
 from services.lifecycle.controller.rollouts import HttpGatewayMetrics, Rollouts
 from services.lifecycle.controller.triton_sync import TritonSync
 from services.lifecycle.ports import GatewayMetrics, Registry, TritonControl
 from services.lifecycle.settings import ControllerSettings
-from services.lifecycle.state import DeploymentStore
+from services.lifecycle.state import Deployments, DeploymentStore
 
 log = logging.getLogger("controller")
 
@@ -49,6 +55,10 @@ class Controller:
         )
         self.backoff: dict[str, float] = {}  # step:endpoint -> monotonic time before which it is not retried
         self.failures: dict[str, int] = {}
+        self.last_good: Deployments | None = None
+        """The last state read whole: kept while the file is broken or missing."""
+        self.state_problem: str | None = None
+        """What is wrong with the state file now (said once), or None."""
 
     def run(self) -> None:
         stop = {"now": False}
@@ -56,14 +66,41 @@ class Controller:
         signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
         log.info("controller watching %s", self.settings.deployments_file)
         while not stop["now"]:
-            self.tick()
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - a bug in one tick must not end the controller
+                log.exception("controller tick failed; carrying on")
             time.sleep(self.settings.interval)
         log.info("controller stopped")
 
     def tick(self) -> None:
-        for name in list(self.store.read().endpoints):
+        state = self.read_state()
+        for name in list(state.endpoints) if state else []:
             for step in self.steps:
                 self._guarded(f"{step.__name__}:{name}", step, name)
+
+    def read_state(self) -> Deployments | None:
+        """The state file as it is now, or None while it cannot be used (said once per distinct problem)."""
+        try:
+            state = self.store.read()
+            if self.last_good and self.last_good.endpoints and not self.store.path.exists():
+                raise ConfigurationError(f"deployment state {self.store.path} is missing")
+        except (ConfigurationError, OSError) as exc:
+            problem = str(exc)
+            if problem != self.state_problem:
+                kept = len(self.last_good.endpoints) if self.last_good else 0
+                log.warning(
+                    "%s; keeping the last good state (%d endpoints), acting on none until the file is readable again",
+                    problem,
+                    kept,
+                )
+                self.state_problem = problem
+            return None
+        if self.state_problem:
+            log.info("deployment state %s is readable again; carrying on", self.store.path)
+            self.state_problem = None
+        self.last_good = state
+        return state
 
     def _guarded(self, key: str, step: Callable[[str], None], name: str) -> None:
         """Run one step; when it fails on something outside (registry, Triton, gateway), retry it later with

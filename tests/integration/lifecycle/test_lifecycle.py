@@ -13,102 +13,14 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
-import pytest
 
 from loadtest import engine
 from loadtest.targets import build_targets
-from services.launcher import Launcher, free_port, stop_group
-from services.registry.mlflow_registry import DatasetRef, ModelRegistry
-from services.registry.settings import RegistrySettings
-from services.stacks import StackOptions, stack_processes
-from services.triton.server import TritonPorts
-
-TEXTS = ["hello world", "the quick brown fox jumps over the lazy dog", "a man is eating food"]
-
-
-class Stack:
-    def __init__(self, run_dir: Path, model_dir: Path):
-        ports = TritonPorts(free_port(), free_port(), free_port())
-        self.options = StackOptions(
-            stack="clearml",
-            host="127.0.0.1",
-            port=free_port(),
-            model_dir=model_dir,
-            run_dir=run_dir,
-            triton_ports=ports,
-            endpoints_file=run_dir / "endpoints.json",
-        )
-        self.launcher = Launcher(run_dir)
-        self.specs = stack_processes(self.options)
-        for spec in self.specs:
-            self.launcher.start_ready(spec, detach=True, timeout=180)
-        self.url = f"http://127.0.0.1:{self.options.port}"
-        self.triton = f"http://127.0.0.1:{ports.http}"
-        self.headers = {"Authorization": f"Bearer {(run_dir / 'admin-token').read_text().strip()}"}
-        self.registry = ModelRegistry(
-            RegistrySettings(
-                tracking_uri=f"sqlite:///{run_dir.resolve()}/mlflow/mlflow.db",
-                artifact_root=run_dir / "mlflow" / "artifacts",
-            )
-        )
-
-    def admin(self, method: str, path: str, body: dict | None = None) -> dict:
-        response = httpx.request(method, f"{self.url}/admin{path}", json=body, headers=self.headers, timeout=30)
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    def versions(self) -> dict[str, dict]:
-        return {v["version"]: v for v in httpx.get(f"{self.url}/models/emb", timeout=10).json()["versions"]}
-
-    def wait_for(self, what: str, check, timeout: float = 60.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = check()
-            if value:
-                return value
-            time.sleep(0.25)
-        log = (self.options.run_dir / "logs" / "controller.log").read_text()[-3000:]
-        raise AssertionError(f"{what} did not happen within {timeout:.0f}s; controller log:\n{log}")
-
-    def serve(self, key: str | None = None) -> httpx.Response:
-        headers = {"x-canary-key": key} if key else {}
-        return httpx.post(f"{self.url}/serve/emb", json={"text": "hello world"}, headers=headers, timeout=30)
-
-    def controller(self):
-        return next((spec, proc) for spec, proc in self.launcher.procs if spec.name == "controller")
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory) -> dict[str, Path]:
-    """Tiny checkpoints: three good ones that differ, one of another width."""
-    from services.modelbuild.tiny import write_tiny_checkpoint
-
-    base = tmp_path_factory.mktemp("checkpoints")
-    return {
-        "a": write_tiny_checkpoint(base / "a", seed=0),
-        "b": write_tiny_checkpoint(base / "b", seed=1),
-        "c": write_tiny_checkpoint(base / "c", seed=2),
-        "wide": write_tiny_checkpoint(base / "wide", seed=4, hidden=64),
-    }
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory, tiny_model):
-    stack = Stack(tmp_path_factory.mktemp("lifecycle"), tiny_model)
-    yield stack
-    stack.launcher.stop_all()
-
-
-def attack_in_background(stack: Stack, seconds: float, rate: float = 50):
-    results: list = []
-    targets = build_targets(stack.url, "serve", TEXTS, endpoint="emb")
-    spec = engine.AttackSpec(targets=targets, rate=rate, duration=seconds, timeout=30)
-    thread = threading.Thread(target=lambda: engine.attack(spec, results.append), daemon=True)
-    thread.start()
-    return thread, results
+from services.launcher import Launcher, stop_group
+from services.registry.mlflow_registry import DatasetRef
+from tests.support.lifecycle import attack_in_background, register_dir
 
 
 def test_admin_api_needs_the_token(stack):
@@ -141,13 +53,15 @@ def test_a_new_version_is_served_under_load_without_a_failed_request(stack, chec
     assert lineage["registry"] == {
         "name": "tiny-emb",
         "version": "1",
-        "url": "http://127.0.0.1:5000/#/models/tiny-emb/versions/1",
+        "url": "http://127.0.0.1:5000/#/models/tiny-emb/versions/1?workflowType=machine_learning",
     }
     assert lineage["run"]["id"] == first["run_id"] and first["run_id"] in lineage["run"]["url"]
-    assert lineage["datasets"][0] | {"source": None} == {
+    assert lineage["datasets"][0] | {"source": None, "run_id": None, "url": None} == {
         "name": "sentiment",
         "version": "3",
         "source": None,
+        "run_id": None,
+        "url": None,
         "digest": DatasetRef(data).digest,
     }
     assert set(lineage["artifacts"]) >= {"model.onnx", "tokenizer.json"}
@@ -165,17 +79,6 @@ def test_canary_split_lands_within_three_points_and_a_key_sticks(stack, checkpoi
     share = Counter(answered)["2"] / len(answered)
     assert 0.07 <= share <= 0.13, share
     assert len({stack.serve(key="caller-7").headers["x-model-version"] for _ in range(20)}) == 1
-
-
-def register_dir(stack: Stack, model_dir: Path, run_name: str) -> str:
-    """Register an exported model directory as it is (no export, no checks): how a broken upload would arrive."""
-    mlflow = stack.registry.mlflow
-    with mlflow.start_run(experiment_id=stack.registry.experiment_id(), run_name=run_name) as run:
-        mlflow.log_artifacts(str(model_dir), artifact_path="model")
-    created = stack.registry.client.create_model_version(
-        "tiny-emb", source=f"runs:/{run.info.run_id}/model", run_id=run.info.run_id
-    )
-    return str(created.version)
 
 
 def test_a_version_failing_half_its_requests_is_rolled_back_and_tagged(stack, tmp_path):
@@ -308,7 +211,7 @@ def test_a_corrupt_artifact_is_rejected_and_never_served(stack, checkpoints, tmp
 
 
 def test_an_unreachable_registry_is_retried_with_backoff_and_said(stack, tmp_path):
-    from services.launcher import Launcher, ProcessSpec
+    from services.launcher import ProcessSpec
     from services.lifecycle.state import DeploymentStore, EndpointState
 
     DeploymentStore(tmp_path / "deployments.json").update(

@@ -72,21 +72,33 @@ def test_two_generator_processes_share_one_schedule(delay_server):
 
 
 def test_closed_loop_agrees_with_apache_bench(delay_server):
+    """Same server, same closed loop, answers of varying length (as JSON embeddings are): ab (with -l, as the
+    original study ran it) and the built-in engine agree on the success ratio, and on the rate within 5% (the median
+    of three interleaved rounds each). 4 workers and 100 ms answers (40 req/s): at 16 workers and 160 req/s the
+    Python client's ~0.5 ms of CPU a request, queued behind a wave of answers, cost it 7-9% against ab's C on this
+    2-core VM when other jobs loaded it (load average 15-24); here the two agreed within 3% under the same load."""
     spec = engine.AttackSpec(
-        targets=[Target("POST", delay_server + "/x", b"{}", {"content-type": "application/json"})],
+        targets=[Target("POST", delay_server + "/vary?delay=0.1", b"{}", {"content-type": "application/json"})],
         rate=None,
-        concurrency=8,
+        concurrency=4,
         duration=None,
-        requests=800,
+        requests=80,
     )
-    ours, stats = run(spec)
-    ours_rate = len(ours) / stats.wall_seconds
-    ab_results = []
-    ab_stats = external.ab_attack(spec, ab_results.append)
-    ab_rate = len(ab_results) / ab_stats.wall_seconds
-    assert len(ours) == len(ab_results) == 800
-    assert abs(ours_rate - ab_rate) / ab_rate < 0.10, (ours_rate, ab_rate)
-    assert abs(ours_rate - 8 / DELAY) / (8 / DELAY) < 0.15  # 8 workers, each 1 / DELAY requests/s
+    ours, theirs = [], []
+    for _ in range(3):
+        results, _ = run(spec)
+        ours.append(summarize(results))
+        ab_results = []
+        external.ab_attack(spec, ab_results.append)
+        theirs.append(summarize(ab_results))
+    ours_rate = float(np.median([s["rate"] for s in ours]))
+    ab_rate = float(np.median([s["rate"] for s in theirs]))
+    print(f"success ours {[s['success'] for s in ours]} ab {[s['success'] for s in theirs]}")
+    print(f"rate ours {[round(s['rate'], 1) for s in ours]} ab {[round(s['rate'], 1) for s in theirs]}")
+    assert [s["requests"] for s in ours + theirs] == [80] * 6
+    assert [s["success"] for s in theirs] == [s["success"] for s in ours] == [1.0] * 3
+    assert abs(ours_rate - ab_rate) / ab_rate < 0.05, (ours_rate, ab_rate)
+    assert abs(ours_rate - 4 / 0.1) / (4 / 0.1) < 0.15  # 4 workers, each 10 requests/s
 
 
 def test_a_one_second_stall_shows_in_open_loop_percentiles():
@@ -147,3 +159,14 @@ def test_requests_without_duration_runs_until_they_are_all_done(delay_server):
     timed = engine.AttackSpec(targets=spec.targets, concurrency=8, duration=0.5, requests=100_000)
     _, stats = run(timed)
     assert stats.ended_by(timed).startswith("--duration 0.5s")
+
+
+def test_latency_is_never_negative_when_the_server_answers_at_once(delay_server):
+    """uvloop's timers fire up to ~1 ms early (libuv keeps time in whole milliseconds): a request sent before its
+    due time and answered at once (a 429 from a server shedding load) used to measure a negative latency."""
+    spec = engine.AttackSpec(targets=[Target("POST", delay_server + "/reject", b"{}")], rate=400, duration=2.5)
+    results, _ = run(spec)
+    latencies = np.array([r.latency for r in results])
+    print(f"429s: {len(results)}, min latency {latencies.min()} ns, negative: {(latencies < 0).sum()}")
+    assert {r.code for r in results} == {429} and len(results) == 1000
+    assert latencies.min() > 0, f"{(latencies < 0).sum()} negative latencies, min {latencies.min()} ns"

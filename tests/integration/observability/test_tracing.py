@@ -11,9 +11,10 @@ import httpx
 import pytest
 
 from loadtest import engine
-from loadtest.targets import Target
+from loadtest.sentences import MIXES
+from loadtest.targets import Target, build_targets
 from loadtest.tracing import ClientTracing
-from services.analysis.decompose import decompose_all
+from services.analysis.decompose import BEFORE, decompose_all
 from services.analysis.store import SpanStore
 from services.analysis.verdict import analyze
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
@@ -98,11 +99,18 @@ def receiver(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def traced_gateway(tmp_path_factory, tiny_model, receiver):
-    """Triton (rate=0: only what the gateway sampled) and a one-worker gateway with a CPU-burning endpoint."""
-    base = tmp_path_factory.mktemp("traced")
+def traced_triton(tmp_path_factory, tiny_model, receiver):
+    """Triton with the ensemble, batching on (rate=0: it traces only requests that carry a sampled context)."""
     behind_front = triton_tracing_args(StackOptions(stack="clearml", otlp_endpoint=receiver.url))
-    triton = start_triton(base / "triton", tiny_model, RenderOptions(), models=("encoder",), extra_args=behind_front)
+    triton = start_triton(tmp_path_factory.mktemp("triton"), tiny_model, RenderOptions(), extra_args=behind_front)
+    yield triton
+    triton.stop()
+
+
+@pytest.fixture(scope="module")
+def traced_gateway(tmp_path_factory, tiny_model, receiver, traced_triton):
+    """A one-worker gateway in front of the traced Triton, with a CPU-burning endpoint."""
+    base = tmp_path_factory.mktemp("traced")
     (base / "burn.py").write_text(BURN)
     run_dir = base / "gw"
     run_dir.mkdir()
@@ -110,10 +118,9 @@ def traced_gateway(tmp_path_factory, tiny_model, receiver):
         run_dir / "endpoints.json"
     )
     env = {"GATEWAY_OBSERVABILITY__TRACING": "true", "GATEWAY_OBSERVABILITY__OTLP_ENDPOINT": receiver.url}
-    gateway = start_gateway(run_dir, tiny_model, triton, workers=1, env={**env, **FAST_EXPORT})
+    gateway = start_gateway(run_dir, tiny_model, traced_triton, workers=1, env={**env, **FAST_EXPORT})
     yield gateway
     gateway.launcher.stop_all()
-    triton.stop()
 
 
 def test_one_trace_runs_from_the_caller_through_the_gateway_into_triton(traced_gateway, receiver):
@@ -132,6 +139,38 @@ def test_one_trace_runs_from_the_caller_through_the_gateway_into_triton(traced_g
     assert {("triton", "InferRequest"), ("triton", "encoder"), ("triton", "compute")} <= names
     [decomposed] = decompose_all(spans)
     assert decomposed.stages["encoder infer"] > 0 and "gRPC client + transfer" in decomposed.stages
+
+
+def test_real_traces_partition_their_time_though_tritons_compute_outlives_the_response(traced_triton, receiver):
+    """Triton ends a model's `compute` span after it has released the output, when the response is already on its
+    way, and an ensemble's steps overlap (the tokenizer's span ends after the encoder's began): summing span
+    durations counted those stretches twice (shares summed to 103.7%, waterfalls ran past their total). On real
+    traces the stages add up to each end-to-end time exactly, and the time before Triton is the network's."""
+    since = time.time_ns()
+    attributes = {"loadtest.rate": 0.0, "loadtest.attack": "ensemble"}
+    tracing = ClientTracing(1.0, unsampled_context=False, endpoint=receiver.url, attributes=attributes)
+    targets = build_targets(traced_triton.http_url, "kserve", MIXES["short"](40))
+    spec = engine.AttackSpec(targets=targets, concurrency=8, duration=None, requests=48, tracing=tracing)
+    results = []
+    engine.attack(spec, results.append)
+    assert [r.code for r in results] == [200] * 48
+    count = lambda name: sum(s.name == name for s in receiver.store.spans(since))  # noqa: E731
+    receiver.wait(lambda: count("compute") >= 96 and count("loadtest POST") >= 48, seconds=20)
+    spans = receiver.store.spans(since)
+    named = {(s.trace_id, s.name): s for s in spans if s.name in ("InferRequest", "loadtest POST")}
+    done = {trace: s.events["INFER_RESPONSE_COMPLETE"] for (trace, name), s in named.items() if name == "InferRequest"}
+    after_response = [s for s in spans if s.name == "compute" and s.end_ns > done[s.trace_id]]
+    traces = [d for d in decompose_all(spans) if d.ok]
+    shares = sum(s.share for s in analyze(traces).levels[0].stages)
+    print(f"{len(after_response)} compute spans end after their response; {sum(bool(d.clipped) for d in traces)} "
+          f"traces with time outside a parent span; shares sum to {shares:.4%}")  # fmt: skip
+    assert len(traces) == 48 and after_response, "Triton's compute spans end after the response is complete"
+    for d in traces:
+        assert sum(d.stages.values()) == pytest.approx(d.total_ms, rel=1e-9), d
+        client, server = named[d.trace_id, "loadtest POST"], named[d.trace_id, "InferRequest"]
+        outside = (server.start_ns - client.start_ns) + max(0, client.end_ns - server.end_ns)
+        assert d.stages[BEFORE] == pytest.approx(outside * 1e-6), "the network's time, not less what Triton overran"
+    assert shares == pytest.approx(1.0, abs=1e-9)
 
 
 def test_a_not_sampled_caller_is_traced_nowhere(traced_gateway, receiver):

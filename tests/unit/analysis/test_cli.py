@@ -7,12 +7,16 @@ from typer.testing import CliRunner
 
 from services.cli import app
 from tests.unit.analysis.test_analysis import gateway_trace
+from tests.unit.analysis.test_partition import failed_trace
 
 
 def otlp_document(spans) -> dict:
     def attributes(values: dict) -> list:
         out = []
         for key, value in values.items():
+            if isinstance(value, int):
+                out.append({"key": key, "value": {"intValue": str(value)}})
+                continue
             kind = "doubleValue" if isinstance(value, float) else "stringValue"
             out.append({"key": key, "value": {kind: value}})
         return out
@@ -56,3 +60,17 @@ def test_analyze_prints_the_verdict_and_writes_the_report(tmp_path):
 def test_analyze_without_spans_says_how_to_get_them(tmp_path):
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "nothing.db")])
     assert result.exit_code == 2 and "TRACES=1" in result.output
+
+
+def test_analyze_counts_the_requests_that_timed_out(tmp_path):
+    spans = [s for i in range(30) for s in gateway_trace(f"{i:032x}", rate=100.0)]
+    spans += [s for i in range(4) for s in failed_trace(f"{i + 100:032x}", 0, "timeout")]
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(otlp_document(spans)))
+    result = CliRunner().invoke(app, ["analyze", str(export), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "4 of 34 traced requests failed (timeout: 4)" in result.output
+    assert (
+        "**Not in the table**: 4 traced requests that failed or lack server spans (timeout: 4)"
+        in (tmp_path / "out" / "analysis.md").read_text()
+    )

@@ -22,6 +22,7 @@ class CountingBackend:
 
     def __init__(self):
         self.calls = 0
+        self.shapes: list[tuple[int, int]] = []
 
     async def start(self) -> None: ...
 
@@ -32,6 +33,7 @@ class CountingBackend:
 
     async def infer(self, batch: EncodedBatch) -> np.ndarray:
         self.calls += 1
+        self.shapes.append(batch.shape)
         return np.array(batch.token_counts, dtype=np.float32)[:, None]
 
 

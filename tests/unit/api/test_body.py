@@ -67,3 +67,45 @@ def test_gzip_bodies_are_decompressed_within_the_limit():
         read(b"not gzip", "gzip")
     with pytest.raises(BadRequest, match="'br' is not supported"):
         read(b"x", "br")
+
+
+def gz_read(data: bytes, limit: int = 1000) -> bytes:
+    import asyncio
+
+    from services.api.body import read_body
+
+    async def chunks():
+        yield data
+
+    return asyncio.run(read_body(chunks(), {"content-encoding": "gzip"}, limit))
+
+
+def test_only_a_complete_gzip_stream_is_accepted():
+    import gzip
+
+    from services.common.errors import BadRequest
+
+    whole = gzip.compress(b'{"text": "hi"}')
+    for cut in (len(whole) - 8, len(whole) - 1):  # no CRC trailer, a trailer short of one byte
+        with pytest.raises(BadRequest, match="cut short") as info:
+            gz_read(whole[:cut])
+        assert info.value.status_code == 400
+    with pytest.raises(BadRequest, match="3 bytes after its end that are not gzip"):
+        gz_read(whole + b"junk"[:3])
+    corrupt = whole[:-8] + bytes([whole[-8] ^ 1]) + whole[-7:]  # a wrong CRC
+    with pytest.raises(BadRequest, match="cannot be decompressed"):
+        gz_read(corrupt)
+    assert gz_read(whole + gzip.compress(b" ")) == b'{"text": "hi"} ', "members one after another are one stream"
+
+
+def test_a_body_shorter_than_its_content_length_is_refused():
+    import asyncio
+
+    from services.api.body import read_body
+    from services.common.errors import BadRequest
+
+    async def chunks():
+        yield b'{"text": "a"}'
+
+    with pytest.raises(BadRequest, match="ended after 13 of its 1000 bytes"):
+        asyncio.run(read_body(chunks(), {"content-length": "1000"}, 10_000))

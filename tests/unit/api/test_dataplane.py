@@ -149,3 +149,28 @@ def test_infer_times_the_protocols_parse_and_render_around_the_prediction(datapl
 
     assert asyncio.run(dataplane.infer(parse, render)) == ("minilm", [3, 3], "r1")
     assert stage_counts("parse", "preprocess", "unit-backend", "postprocess") == [count + 1 for count in before]
+
+
+def test_a_request_over_max_batch_tokens_runs_in_several_backend_calls_its_rows_in_order(tmp_path):
+    dataplane = make_dataplane(tmp_path, max_batch_tokens=16)
+    texts = ["hello", "hello world the quick brown fox", "cat"]  # 3 rows x 8 tokens: 2 rows a call
+    prediction = asyncio.run(dataplane.predict(dataplane.catalog.model_for("minilm"), texts))
+    assert prediction.outputs[:, 0].tolist() == [3, 8, 3] == prediction.token_counts
+    assert dataplane.backend.shapes == [(2, 8), (1, 8)]
+    assert dataplane.predictor.budget.used == 0, "the request's tokens went back to the budget"
+
+
+def test_a_request_over_the_token_budget_is_413_before_anything_runs(tmp_path):
+    dataplane = make_dataplane(tmp_path, max_concurrent_tokens=10)
+    with pytest.raises(PayloadTooLarge, match="MAX_CONCURRENT_TOKENS"):
+        asyncio.run(dataplane.predict(dataplane.catalog.model_for("minilm"), ["hello world the quick brown fox"]))
+    assert dataplane.backend.calls == 0
+
+
+def test_a_request_of_over_half_a_batch_of_tokens_is_not_coalesced(tmp_path):
+    dataplane = make_dataplane(tmp_path, coalesce=True, max_batch_tokens=20)
+    model = dataplane.catalog.model_for("minilm")
+    asyncio.run(dataplane.predict(model, ["hello world the quick brown fox"]))  # about 33 tokens estimated
+    assert dataplane.predictor._coalescers == {}, "it ran on its own"
+    asyncio.run(dataplane.predict(model, ["cat"]))  # 5 estimated
+    assert len(dataplane.predictor._coalescers) == 1

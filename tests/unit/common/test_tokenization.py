@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,50 @@ def test_single_and_batched_encoding_agree(tokenizer):
         single = tokenizer.encode([text])
         n = single.token_counts[0]
         assert batched.input_ids[row, :n].tolist() == single.input_ids[0].tolist()
+
+
+def long_texts(n: int) -> list[str]:
+    """Texts of about `n` characters that the prefix rule must get right: words, a word over WordPiece's 100
+    characters near where the cut falls, no spaces at all, whitespace runs, CJK, punctuation only."""
+    words = "the quick brown fox jumps over the lazy dog while the cat watches "
+    return [
+        (words * (n // len(words) + 1))[:n],
+        "a " * 300 + "z" * n,
+        "x" * n,
+        " " * n + "hello world",
+        ("y" * 150 + " ") * (n // 151),
+        "中文" * (n // 2),
+        "!?" * (n // 2),
+        "hello " * 90 + "w" * 400 + " tail" * 100,
+        # the 62nd word (the last the model reads) is 500 characters, one [UNK], and crosses the cut at 768: cut
+        # there it would be 68 characters, which WordPiece splits into pieces instead
+        ("a " * 61).ljust(700) + "w" * 500 + " tail" * 10,
+    ]
+
+
+@pytest.mark.parametrize("n", [600, 1000, 5000, 20_000])
+def test_a_long_text_tokenized_from_its_prefix_gives_what_the_whole_text_gives(tokenizer, model_dir, n):
+    whole = TextTokenizer(model_dir / TOKENIZER_FILE, max_length=64)
+    whole.cut_at = None  # every text whole
+    for text in long_texts(n):
+        cut, full = tokenizer.encode([text]), whole.encode([text])
+        assert cut.token_counts == full.token_counts and cut.truncated == full.truncated, text[:40]
+        assert (cut.input_ids == full.input_ids).all(), text[:40]
+
+
+def test_a_long_text_costs_the_prefix_not_the_whole_text(tokenizer, model_dir):
+    whole = TextTokenizer(model_dir / TOKENIZER_FILE, max_length=64)
+    whole.cut_at = None
+    texts = long_texts(10_000)[:1] * 64  # 64 texts of 10k characters of words, as the attack in issue 21
+
+    def best(encoder):
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            encoder.encode(texts)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    cut, full = best(tokenizer), best(whole)
+    print(f"64 texts of 10k characters: {full * 1000:.0f} ms whole, {cut * 1000:.0f} ms from their prefixes")
+    assert cut < full / 3

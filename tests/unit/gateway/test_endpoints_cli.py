@@ -1,7 +1,17 @@
+"""`serving endpoints` and `serving metrics`: what they write, what they refuse (bad names with the rule), and no
+change lost when several run at once."""
+
+import json
+import threading
+import time
+
+import pytest
 from typer.testing import CliRunner
 
 from services.cli import app
-from services.gateway.endpoints import EndpointsFile
+from services.common.names import NAME_PATTERN
+from services.gateway.endpoint_commands import add_endpoint
+from services.gateway.endpoints import EndpointConfig, EndpointsFile
 
 
 def test_endpoints_add_list_remove(tmp_path):
@@ -65,3 +75,70 @@ def test_a_hand_corrupted_entry_blocks_new_ones_until_removed(tmp_path):
         app, ["endpoints", "add", "x", "--model", "m", "--output", "o:FP32:-1,2", "--file", str(path)]
     )
     assert added.exit_code == 0, added.output
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "a\nb", "My-Endpoint", "x" * 64])
+def test_a_bad_endpoint_name_is_refused_with_the_rule_and_nothing_is_written(tmp_path, name):
+    path = tmp_path / "endpoints.json"
+    for command in (
+        ["endpoints", "add", name, "--model", "m", "--output", "o:FP32:-1,2"],
+        ["metrics", "add", name, "--variable-value", "x"],
+    ):
+        refused = CliRunner().invoke(app, [*command, "--file", str(path)])
+        assert refused.exit_code == 2 and NAME_PATTERN in refused.output.replace("\n", ""), refused.output
+    assert not path.exists()
+
+
+def test_a_bad_triton_model_name_is_refused(tmp_path):
+    path = tmp_path / "endpoints.json"
+    refused = CliRunner().invoke(
+        app, ["endpoints", "add", "x", "--model", "../m", "--output", "o:FP32:-1,2", "--file", str(path)]
+    )
+    assert refused.exit_code == 2 and "Triton model name" in refused.output and not path.exists()
+
+
+def test_an_entry_with_a_bad_name_can_be_removed(tmp_path):
+    path = tmp_path / "endpoints.json"
+    path.write_text(json.dumps({"endpoints": {"../x": {"engine": "custom"}}, "metrics": {"a b": {}}}))
+    assert CliRunner().invoke(app, ["endpoints", "remove", "../x", "--file", str(path)]).exit_code == 0
+    assert CliRunner().invoke(app, ["metrics", "remove", "a b", "--file", str(path)]).exit_code == 0
+    assert json.loads(path.read_text()) == {"endpoints": {}, "metrics": {}}
+
+
+def test_metrics_add_and_remove_keep_the_other_entries(tmp_path):
+    path = tmp_path / "endpoints.json"
+    path.write_text('{"endpoints": {"typo": {"engine": "tensorflow"}}}')
+    added = CliRunner().invoke(app, ["metrics", "add", "minilm", "--variable-scalar", "n=1,2,5", "--file", str(path)])
+    assert added.exit_code == 0, added.output
+    file = EndpointsFile.read(path)
+    assert file.metrics["minilm"].variables["n"].buckets == [1, 2, 5] and "typo" in file.invalid
+    refused = CliRunner().invoke(app, ["metrics", "add", "minilm", "--variable-scalar", "n=2,1", "--file", str(path)])
+    assert refused.exit_code == 2 and "increasing buckets" in refused.output
+    assert CliRunner().invoke(app, ["metrics", "remove", "minilm", "--file", str(path)]).exit_code == 0
+    assert json.loads(path.read_text()) == {"endpoints": {"typo": {"engine": "tensorflow"}}, "metrics": {}}
+
+
+WAITING = (
+    "import pathlib, time\n\n\nclass Preprocess:\n    def load(self, f):\n"
+    "        pathlib.Path({marker!r}).touch()\n"
+    "        while not pathlib.Path({go!r}).exists():\n            time.sleep(0.01)\n\n"
+    "    def process(self, d, s, c=None):\n        return d\n"
+)
+
+
+def test_two_adds_at_once_one_with_a_slow_load_both_land(tmp_path):
+    """The slow add's load() lasts until the fast add is done. Before: each add read the file, validated and wrote
+    its copy: the slow one's write replaced the file without the other's entry, and both said 'written'."""
+    path, marker, go = tmp_path / "endpoints.json", tmp_path / "loading", tmp_path / "go"
+    (tmp_path / "slow.py").write_text(WAITING.format(marker=str(marker), go=str(go)))
+    (tmp_path / "fast.py").write_text("class Preprocess:\n    def process(self, d, s, c=None):\n        return d\n")
+    slow = threading.Thread(
+        target=add_endpoint, args=(path, "slow", EndpointConfig(engine="custom", preprocess="slow.py"))
+    )
+    slow.start()
+    while not marker.exists():  # the slow add has read the file and is in the user's load()
+        time.sleep(0.01)
+    add_endpoint(path, "fast", EndpointConfig(engine="custom", preprocess="fast.py"))
+    go.touch()
+    slow.join(timeout=30)
+    assert sorted(EndpointsFile.read(path).endpoints) == ["fast", "slow"]

@@ -1,12 +1,20 @@
-"""The file watcher and the chained resolver: changes are picked up, a bad file never replaces the last good set, a
-replaced set is unloaded after its grace period, and resolvers are asked in order."""
+"""The file watcher and the chained resolver: changes are picked up (also those made while a reload was reading the
+files), a bad file never replaces the last good set, a replaced set is unloaded after its grace period, errors are
+shown without absolute paths, and resolvers are asked in order."""
 
 import asyncio
+import json
 import os
+import threading
+import time
 
+import pytest
+
+from services.gateway.configured import ConfiguredEndpoints
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.gateway.resolvers import ChainedResolver
-from services.gateway.watcher import EndpointSet, FileWatcher
+from services.gateway.watcher import EndpointSet, FileWatcher, redact_paths
+from services.triton.grpc_client import TritonClient
 
 
 class Names:
@@ -30,6 +38,9 @@ class Names:
         return self.known
 
     def source_stamps(self) -> tuple:
+        return ()
+
+    def read_stamps(self) -> tuple:
         return ()
 
     def unload(self) -> None:
@@ -59,7 +70,7 @@ def test_watcher_swaps_in_a_changed_file_and_keeps_the_last_good_one(tmp_path):
         path.write_text("{ not json")
         assert not await watcher.check()
         assert watcher.resolve("b") == "b", "still serving the previous configuration"
-        assert "not valid JSON" in watcher.errors()[str(path)]
+        assert "not valid JSON" in watcher.errors()["endpoints.json"]
 
     asyncio.run(scenario())
 
@@ -69,7 +80,7 @@ def test_a_file_that_never_loaded_serves_nothing_and_says_why(tmp_path):
     path.write_text("[1]")
     watcher = FileWatcher(path, Names.load, interval=60)
     assert watcher.names() == [] and watcher.resolve("a") is None and watcher.declared("a") is None
-    assert "must be an object" in watcher.errors()[str(path)]
+    assert "must be an object" in watcher.errors()["endpoints.json"]
 
 
 def test_chained_resolvers_are_asked_in_order_and_list_every_name(tmp_path):
@@ -81,3 +92,92 @@ def test_chained_resolvers_are_asked_in_order_and_list_every_name(tmp_path):
     chain = ChainedResolver(a, b)
     assert chain.resolve("x") == "first:x" and chain.resolve("y") == "y" and chain.resolve("z") is None
     assert chain.names() == ["x", "x", "y"]
+
+
+def code(path, answer: str, load_seconds: float = 0.0, bump: int = 0) -> None:
+    """A custom endpoint's preprocess file answering `answer`, whose load() takes `load_seconds`."""
+    path.write_text(
+        "import time\n\n\nclass Preprocess:\n"
+        f"    def load(self, local_file_name):\n        time.sleep({load_seconds})\n\n"
+        f"    def process(self, data, state, collect=None):\n        return {{'answer': {answer!r}}}\n"
+    )
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + bump))
+
+
+def configured(path):
+    triton = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)
+    return ConfiguredEndpoints.build(EndpointsFile.read(path), triton, "http://127.0.0.1:1/serve", path.parent)
+
+
+def test_a_preprocess_file_edited_again_during_a_slow_reload_is_served_once_the_reload_ends(tmp_path):
+    """The broken version takes 0.6 s to load; the fix is written 0.2 s into that reload. Before: the reload
+    stamped the files after it had read them, so the fix looked applied and the broken code kept serving."""
+    preprocess, path = tmp_path / "pre.py", tmp_path / "endpoints.json"
+    code(preprocess, "first")
+    write(path, {"e": {"engine": "custom", "preprocess": "pre.py"}})
+    watcher = FileWatcher(path, configured, interval=60)
+
+    async def answer() -> str:
+        return (await watcher.resolve("e").process({}, {}, lambda _: None))["answer"]
+
+    async def scenario():
+        assert await answer() == "first"
+        code(preprocess, "broken", load_seconds=0.6, bump=1)
+        reload = asyncio.create_task(watcher.check())
+        await asyncio.sleep(0.2)  # the broken version is imported, its load() still running
+        code(preprocess, "fixed", bump=2)
+        started = time.monotonic()
+        assert await reload
+        print(f"\nfix served {time.monotonic() - started:.2f} s after it was written, in the same check")
+        assert await answer() == "fixed"
+        assert not await watcher.check(), "nothing left to apply"
+
+    asyncio.run(scenario())
+
+
+def test_the_endpoint_file_edited_during_a_slow_reload_is_applied(tmp_path):
+    path = tmp_path / "endpoints.json"
+    write(path, {"a": {"engine": "custom"}})
+    edited = threading.Event()
+
+    def slow_load(p):
+        names = Names.load(p)  # reads the file first, as every loader does
+        if not edited.is_set():
+            edited.set()
+            write(p, {"a": {"engine": "custom"}, "b": {"engine": "custom"}}, bump=5)
+        return names
+
+    watcher = FileWatcher(path, Names.load, interval=60)
+    watcher.load = slow_load
+    write(path, {"a": {"engine": "custom"}, "c": {"engine": "custom"}}, bump=1)
+    assert asyncio.run(watcher.check())
+    assert watcher.names() == ["a", "b"], "the version written during the reload is the one served"
+
+
+def test_health_errors_name_files_relative_to_the_endpoint_file_and_no_absolute_path(tmp_path):
+    path = tmp_path / "endpoints.json"
+    (tmp_path / "pre.py").write_text("raise ImportError('broken at /opt/secret/site-packages/x.py')\n")
+    write(path, {"e": {"engine": "custom", "preprocess": "pre.py"}, "f": {"engine": "custom", "preprocess": "no.py"}})
+    watcher = FileWatcher(path, configured, interval=60)
+    errors = watcher.errors()
+    print(f"\nconfig errors as /health/ready shows them: {errors}")
+    assert set(errors) == {"e", "f"}
+    assert "pre.py failed to import" in errors["e"] and "x.py" in errors["e"] and "does not exist" in errors["f"]
+    assert str(tmp_path) not in json.dumps(errors) and "/opt/secret" not in json.dumps(errors)
+    path.write_text("{ not json")
+    asyncio.run(watcher.check())
+    assert "endpoints.json" in watcher.errors() and str(tmp_path) not in json.dumps(watcher.errors())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("preprocess file {base}/pre/x.py failed", "preprocess file pre/x.py failed"),
+        ("[Errno 2] No such file: '/etc/serving/a b/c.json'", "[Errno 2] No such file: 'c.json'"),
+        ("see http://127.0.0.1:8000/serve/x and ./rel/path", "see http://127.0.0.1:8000/serve/x and ./rel/path"),
+        ("at /usr/lib/python3.11/json/decoder.py, line 3", "at decoder.py, line 3"),
+    ],
+)
+def test_redact_paths(tmp_path, text, expected):
+    assert redact_paths(text.format(base=tmp_path), tmp_path) == expected

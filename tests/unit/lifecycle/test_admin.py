@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from services.api.errors import install_error_handlers
+from services.common.names import NAME_PATTERN
 from services.lifecycle import transitions
 from services.lifecycle.admin import admin_router
 from services.lifecycle.state import DeploymentStore, VersionState
@@ -118,3 +119,63 @@ def test_the_lineage_route_is_open_and_names_what_is_deployed(store, client, tmp
     assert client.get("/models/nope").status_code == 404
     unset = TestClient(app_with(None)).get("/models/emb")
     assert unset.status_code == 404 and "no deployment state" in unset.json()["error"]["message"]
+
+
+BAD_NAMES = ["..", "a..b", "Emb", "a b", "e" * 64, "-e", "%2e%2e", "a%0Ab", "a%00b"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_every_route_refuses_a_bad_endpoint_name_with_the_pattern_and_changes_nothing(store, client, name):
+    """Before: any name was accepted (schemathesis created 28, '..' and names with newlines among them)."""
+    before = store.path.read_text()
+    for method, path, body in [
+        ("PUT", f"/admin/endpoints/{name}/auto-update", {"name": "n"}),
+        ("PUT", f"/admin/endpoints/{name}/canary", {"newest": 1, "weights": [1]}),
+        ("POST", f"/admin/endpoints/{name}/rollout", {"version": "2"}),
+        ("DELETE", f"/admin/endpoints/{name}/versions/1", None),
+        ("GET", f"/models/{name}", None),
+    ]:
+        answer = client.request(method, path, json=body, headers=AUTH)
+        if answer.status_code == 404:  # '..' is resolved by the client: no route at all
+            assert "no route" in answer.json()["error"]["message"], (method, path, answer.text)
+            continue
+        assert answer.status_code == 422, (method, path, answer.text)
+        assert NAME_PATTERN in answer.json()["error"]["message"]
+    assert store.path.read_text() == before
+
+
+def test_a_version_in_the_path_is_a_number(client):
+    answer = client.delete("/admin/endpoints/emb/versions/1x", headers=AUTH)
+    assert answer.status_code == 422 and "version" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("content", ["{ nope", '{"endpoints": {"e": {"versions": 3}}}', ""])
+def test_an_unreadable_state_file_is_a_503_without_its_path_or_the_parsers_text(store, client, content, caplog):
+    """Before: `GET /models/{endpoint}` (open) answered 500 with the state file's absolute path and pydantic's text."""
+    store.path.write_text(content)
+    for method, path in [("GET", "/models/emb"), ("GET", "/admin/endpoints"), ("PUT", "/admin/endpoints/emb/canary")]:
+        answer = client.request(method, path, json={"newest": 1, "weights": [1]}, headers=AUTH)
+        print(f"\n{method} {path} -> {answer.status_code} {answer.text}")
+        assert answer.status_code == 503, answer.text
+        assert str(store.path.parent) not in answer.text and "deployments.json" not in answer.text
+        assert "server log" in answer.json()["error"]["message"]
+    assert str(store.path) in caplog.text, "the log has the details"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["auto-update", "../x", "--name", "m"],
+        ["canary", "a\nb", "--newest", "1", "--weights", "1"],
+        ["rollout", "Emb", "--version", "2"],
+        ["remove", "..", "--version", "1"],
+    ],
+)
+def test_serving_model_refuses_a_bad_endpoint_name_before_calling_the_gateway(command):
+    from typer.testing import CliRunner
+
+    from services.cli import app
+
+    result = CliRunner().invoke(app, ["model", *command, "--url", "http://127.0.0.1:1", "--token", "t"])
+    assert result.exit_code == 2 and NAME_PATTERN in result.output.replace("\n", ""), result.output
+    assert "did not answer" not in result.output

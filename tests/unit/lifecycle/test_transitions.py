@@ -95,6 +95,15 @@ def test_every_built_in_model_name_is_refused_as_an_endpoint(name):
         transitions.set_auto_update(Deployments(), name, "m", 2)
 
 
+@pytest.mark.parametrize("name", ["..", "../../etc", "a\nb", "Emb", "e" * 64, ".hidden", "a/b"])
+def test_an_endpoint_is_created_only_under_a_valid_name(name):
+    """The name becomes a Triton model directory (`models_dir/NAME/VERSION`): before, any string was accepted."""
+    state = Deployments()
+    with pytest.raises(InvalidInput, match="is not valid: use 1 to 63 lowercase"):
+        transitions.set_auto_update(state, name, "m", 2)
+    assert state.endpoints == {}
+
+
 def test_a_rollout_needs_another_live_version_to_compare_with():
     with pytest.raises(Conflict, match="'emb' has no other live version to compare version 1 with"):
         transitions.start_rollout(deployments(("1", "live")), "emb", "1", **POLICY)

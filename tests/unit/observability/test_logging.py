@@ -47,3 +47,35 @@ def test_log_lines_name_the_model_version_and_its_run_once_set(captured):
     inside, outside = lines()
     assert (inside["endpoint"], inside["version"], inside["run_id"]) == ("emb", "3", "run-abc")
     assert "version" not in outside, "another request's model never leaks into a line"
+
+
+def _echo_app():
+    """The middleware around an app that answers the request id its log lines would carry."""
+    from starlette.testclient import TestClient
+
+    from services.api.middleware import ObservabilityMiddleware
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": request_id_var.get().encode()})
+
+    return TestClient(ObservabilityMiddleware(app, "unit"))
+
+
+@pytest.mark.parametrize(
+    "given", ["abc123", "0b9e5c0e-2f1d-4a8e-9d7c-1b2f3a4c5d6e", "01HZX3JY8Q7K2M4N6P8R0T2V4W", "a" * 128, "dGVzdA=="]
+)
+def test_a_short_safe_request_id_is_kept_in_the_logs_and_the_answer(given):
+    answer = _echo_app().get("/serve/x", headers={"x-request-id": given})
+    assert answer.headers["x-request-id"] == given and answer.text == given
+
+
+@pytest.mark.parametrize(
+    "given", ["x" * 100_000, "a" * 129, "a\tb", "id with spaces", "<script>", "a;b", "a\\nb", '"quoted"']
+)
+def test_a_long_or_unsafe_request_id_is_replaced_never_echoed(given):
+    """Before: a 100 KB x-request-id was echoed back as is (and written into every log line of the request)."""
+    answer = _echo_app().get("/serve/x", headers={"x-request-id": given})
+    ours = answer.headers["x-request-id"]
+    assert ours != given and ours == answer.text and len(ours) < 40
+    print(f"\nx-request-id of {len(given)} characters -> answered {ours}")

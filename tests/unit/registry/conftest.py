@@ -10,6 +10,8 @@ import pytest
 from services.registry.settings import RegistrySettings
 
 UI = "http://mlflow.test:5000"
+VIEW = "?workflowType=machine_learning"
+"""The query of every link: the UI's "Model training" view."""
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ the export)."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from services.common.contract import Manifest
 from services.common.errors import ConfigurationError, NotFound
 from services.registry.mlflow_registry import ARTIFACT_PATH, DatasetRef, code_revision
 from tests.support.models import unit_model_dir
-from tests.unit.registry.conftest import UI
+from tests.unit.registry.conftest import UI, VIEW
 
 
 @pytest.fixture(scope="module")
@@ -89,11 +90,15 @@ def test_lineage_names_the_version_its_run_and_its_data_set(registry, published,
     experiment = registry.experiment_id()
     lineage = registry.lineage("unit-emb", "1", model_dir)
     assert lineage == {
-        "registry": {"name": "unit-emb", "version": "1", "url": f"{UI}/#/models/unit-emb/versions/1"},
+        "registry": {
+            "name": "unit-emb",
+            "version": "1",
+            "url": f"{UI}/#/models/unit-emb/versions/1{VIEW}",
+        },
         "run": {
             "id": run_id,
             "name": "register unit-emb",
-            "url": f"{UI}/#/experiments/{experiment}/runs/{run_id}",
+            "url": f"{UI}/#/experiments/{experiment}/runs/{run_id}{VIEW}",
         },
         "code_revision": code_revision(),
         "datasets": [
@@ -102,6 +107,8 @@ def test_lineage_names_the_version_its_run_and_its_data_set(registry, published,
                 "digest": DatasetRef(dataset_file).digest,
                 "version": "7",
                 "source": str(dataset_file.resolve()),
+                "run_id": run_id,
+                "url": f"{UI}/#/experiments/{experiment}/runs/{run_id}/artifacts/datasets/reviews.csv{VIEW}",
             }
         ],
         "artifacts": Manifest.load(model_dir).files,
@@ -129,21 +136,47 @@ def test_lineage_follows_a_pipeline_run_and_its_steps(registry, model_dir, datas
     assert lineage["pipeline"] == {
         "id": parent.info.run_id,
         "name": "train pipe",
-        "url": f"{UI}/#/experiments/{experiment}/runs/{parent.info.run_id}",
+        "url": f"{UI}/#/experiments/{experiment}/runs/{parent.info.run_id}{VIEW}",
+        "experiment": {
+            "id": experiment,
+            "name": "transformer-serving",
+            "url": f"{UI}/#/experiments/{experiment}/runs{VIEW}",
+        },
         "steps": [
             {
                 "name": "1 prepare",
                 "id": prepare.info.run_id,
-                "url": f"{UI}/#/experiments/{experiment}/runs/{prepare.info.run_id}",
+                "url": f"{UI}/#/experiments/{experiment}/runs/{prepare.info.run_id}{VIEW}",
             },
             {
                 "name": "2 register",
                 "id": step.info.run_id,
-                "url": f"{UI}/#/experiments/{experiment}/runs/{step.info.run_id}",
+                "url": f"{UI}/#/experiments/{experiment}/runs/{step.info.run_id}{VIEW}",
             },
         ],
     }
     assert [(d["name"], d["version"]) for d in lineage["datasets"]] == [("reviews", "8")], "found on a sibling step"
+    assert lineage["datasets"][0]["url"] == (
+        f"{UI}/#/experiments/{experiment}/runs/{prepare.info.run_id}/artifacts/datasets/reviews.csv{VIEW}"
+    )
+
+
+def test_the_data_set_file_is_kept_as_an_artifact_of_the_run_that_logged_it(registry, published, dataset_file):
+    run_id = published["1"]["run_id"]
+    copy = registry.mlflow.artifacts.download_artifacts(
+        run_id=run_id, artifact_path="datasets/reviews.csv", tracking_uri=registry.uri
+    )
+    assert Path(copy).read_bytes() == dataset_file.read_bytes()
+    assert registry.client.list_artifacts(published["2"]["run_id"], "datasets") == [], "no data set, no copy"
+
+
+def test_a_data_set_over_the_size_limit_links_to_its_run_instead(registry, model_dir, dataset_file, monkeypatch):
+    monkeypatch.setattr(registry.settings, "dataset_artifact_max_mb", dataset_file.stat().st_size / 2e6)
+    registered = registry.publish(model_dir, "big-data", dataset=DatasetRef(dataset_file))
+    run_id = registered["run_id"]
+    assert registry.client.list_artifacts(run_id, "datasets") == []
+    [dataset] = registry.lineage("big-data", registered["version"])["datasets"]
+    assert dataset["url"] == f"{UI}/#/experiments/{registry.experiment_id()}/runs/{run_id}{VIEW}"
 
 
 def test_a_missing_data_set_file_is_a_configuration_error(registry, tmp_path):
@@ -185,5 +218,5 @@ def test_a_pipeline_split_over_two_experiments_links_each_run_to_its_own(registr
     ):
         registered = registry.publish(model_dir, "split", run_id=step.info.run_id)
     pipeline = registry.lineage("split", registered["version"])["pipeline"]
-    assert pipeline["url"] == f"{UI}/#/experiments/{registry.experiment_id()}/runs/{parent.info.run_id}"
-    assert [s["url"] for s in pipeline["steps"]] == [f"{UI}/#/experiments/{elsewhere}/runs/{step.info.run_id}"]
+    assert pipeline["url"] == f"{UI}/#/experiments/{registry.experiment_id()}/runs/{parent.info.run_id}{VIEW}"
+    assert [s["url"] for s in pipeline["steps"]] == [f"{UI}/#/experiments/{elsewhere}/runs/{step.info.run_id}{VIEW}"]

@@ -1,9 +1,13 @@
-"""The example pipeline's data preparation: the shipped data set and its fixed split (training itself needs torch:
-the end-to-end tier runs `serving train`)."""
+"""The example pipeline: the shipped data set and its fixed split, and the runs it leaves in MLflow (training and
+the export need torch: here they are stood in for, and the end-to-end tier runs `serving train` for real)."""
 
 from __future__ import annotations
 
+import pytest
+
+from services.registry import train
 from services.registry.train import DATA, LABELS, read_rows, split
+from tests.support.models import unit_model_dir
 
 
 def test_the_shipped_data_set_is_400_labelled_sentences():
@@ -20,3 +24,39 @@ def test_the_split_is_80_20_disjoint_and_the_same_every_time():
     assert sorted(train + held_out) == sorted(rows)
     assert split(rows, 0.8, seed=0) == (train, held_out)
     assert split(rows, 0.8, seed=1) != (train, held_out)
+
+
+@pytest.fixture
+def pipeline_run(registry, monkeypatch, tmp_path) -> dict:
+    """`run_pipeline` against the embedded store, fine-tuning, evaluation and the export stood in for."""
+    model_dir = unit_model_dir(tmp_path / "model", "classification")
+    monkeypatch.setattr(train, "fine_tune", lambda rows, out, epochs, on_epoch, base=None: on_epoch(0, 0.5))
+    monkeypatch.setattr(train, "evaluate", lambda checkpoint, rows: {"accuracy": 0.9, "f1": 0.8})
+    publish = registry.publish
+    monkeypatch.setattr(registry, "register", lambda checkpoint, name, **kw: publish(model_dir, name, **kw))
+    return train.run_pipeline("nested", epochs=1, registry=registry)
+
+
+def test_the_pipeline_and_its_steps_are_one_experiment_each_step_nested_under_the_parent(registry, pipeline_run):
+    parent = registry.client.get_run(pipeline_run["pipeline_run_id"])
+    steps = registry.client.search_runs(
+        [str(e.experiment_id) for e in registry.client.search_experiments()],
+        filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+    )
+    experiments = {run.info.run_name: run.info.experiment_id for run in [parent, *steps]}
+    print(f"experiment of each run: {experiments}")
+    assert experiments == dict.fromkeys(
+        ["train nested", "1 prepare", "2 train", "3 evaluate", "4 register"], registry.experiment_id()
+    ), "MLflow nests a child under its parent only within one experiment"
+    assert {run.data.tags["mlflow.parentRunId"] for run in steps} == {parent.info.run_id}
+    assert registry.client.get_experiment(registry.experiment_id()).name == "transformer-serving"
+
+
+def test_the_trained_versions_lineage_links_every_run_under_that_experiment(registry, pipeline_run):
+    lineage = registry.lineage("nested", pipeline_run["version"])
+    experiment = f"/#/experiments/{registry.experiment_id()}/runs/"
+    urls = [lineage["run"]["url"], lineage["pipeline"]["url"], *(s["url"] for s in lineage["pipeline"]["steps"])]
+    print("lineage links:", *urls, lineage["datasets"][0]["url"], sep="\n  ")
+    assert len(urls) == 6 and all(experiment in url for url in urls)
+    assert lineage["pipeline"]["experiment"]["name"] == "transformer-serving"
+    assert "/artifacts/datasets/sentiment.csv?workflowType=machine_learning" in lineage["datasets"][0]["url"]

@@ -51,3 +51,28 @@ def test_up_refuses_a_batching_that_is_neither_on_nor_off(tmp_path):
     result = serving(tmp_path, "up", "--batching", "maybe")
     assert result.exit_code == 2 and "BATCHING must be on or off, not 'maybe'" in result.output
     assert not list(tmp_path.iterdir()), "nothing started, nothing written"
+
+
+def test_a_detached_stack_that_cannot_start_says_why_and_leaves_nothing_recorded(tmp_path):
+    import socket
+
+    run_dir = tmp_path / "run"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        model = str(unit_model_dir(tmp_path / "model"))
+        result = serving(run_dir, "up", "--detach", "--model-dir", model, "--triton-http-port", str(port))
+    assert result.exit_code == 2, result.output
+    assert f"port {port} for triton is in use" in result.output
+    assert not list(run_dir.glob("*.pid")), "the background supervisor is gone and forgotten"
+
+
+def test_a_second_detached_stack_in_the_same_run_directory_is_refused(tmp_path):
+    import os
+
+    from services.launcher.records import write_meta
+
+    write_meta(tmp_path, {"name": "supervisor", "pid": os.getpid()})  # a live supervisor
+    result = serving(tmp_path, "up", "--detach", "--model-dir", str(unit_model_dir(tmp_path / "model")))
+    assert result.exit_code == 2 and "a stack is already up" in result.output

@@ -95,3 +95,29 @@ def test_tuning_reaches_only_the_process_it_belongs_to(options):
     assert gateway.env["GATEWAY_COALESCE_DEPTH"] == "3" and "GATEWAY_INTRA_OP_THREADS" not in gateway.env
     config = (options.run_dir / "triton-repository" / "encoder" / "config.pbtxt").read_text()
     assert "max_queue_delay_microseconds: 0" in config, "no Triton delay behind the gateway"
+
+
+def test_tritons_liveness_is_an_inference_on_what_the_stack_serves(options):
+    triton, gateway, controller = stack_processes(options)
+    assert triton.liveness.model == "encoder" and triton.liveness.url == "http://127.0.0.1:9200"
+    assert gateway.liveness is None and controller.liveness is None, "watched for their exit (gunicorn minds workers)"
+    (ensemble,) = stack_processes(replace(options, stack="triton"))
+    assert ensemble.liveness.model == "ensemble", "it runs the tokenizer and the encoder"
+
+
+def test_with_json_logs_the_recorded_process_becomes_tritonserver_itself(options):
+    triton, *_ = stack_processes(replace(options, log_json=True))
+    assert triton.argv[1:4] == ["-m", "services.triton.logpipe", "--"] and triton.argv[4].endswith("tritonserver")
+
+
+def test_a_restarted_http_service_gets_a_fresh_metrics_directory(options):
+    _, gateway, _ = stack_processes(options)
+    left = Path(gateway.env["PROMETHEUS_MULTIPROC_DIR"]) / "counter_12345.db"
+    left.write_bytes(b"a dead worker's counts")
+    gateway.prepare()
+    assert not left.exists() and left.parent.is_dir()
+
+
+def test_the_options_survive_the_trip_to_the_detached_supervisor(options):
+    tuned = replace(options, tuning={"preferred_batch_sizes": [4, 8], "spin": True}, traces=True, endpoint="e")
+    assert StackOptions.from_json(tuned.to_json()) == tuned

@@ -1,0 +1,152 @@
+"""The HTTP/1.1 connection as the workers run it: uvicorn's httptools protocol with the two limits it lacks.
+
+uvicorn 0.54 bounds neither the size of a request's head nor the time a request may take to arrive: its
+`h11_max_incomplete_event_size` applies to the h11 protocol only, and httptools (llhttp) has no limit of its own.
+Both were attacks (issue 21). One 96 MB header cost a worker 15 s of CPU (httptools joins the pieces of a header, and
+uvicorn those of a URL, by concatenation; 20 MB: 1.1 s), and the worker's other requests waited meanwhile. 64
+connections that sent their headers and one byte of their body held the worker's every in-flight slot for as long
+as they stayed open.
+
+So this protocol counts the bytes of each request head as they arrive, before the parser sees them, and answers 431
+once the request line and headers pass `max_header_bytes`; and a request not in full (head and body) `read_timeout`
+seconds after its first byte gets 408. Both answers close the connection. A request that arrives in one read costs
+no more than a few attribute updates: the deadline's timer is armed only for a request still incomplete when a read
+ends. The bound on the head and the deadline start with the first read that holds only the request's own bytes: a
+pipelined request whose head begins in the read that ends the one before it is measured from the next read.
+
+The app sets the limits from its settings in its lifespan state (`LIMITS_KEY`), which uvicorn hands to every
+connection's protocol; without them (another server, a test app) the defaults below apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from functools import cache
+
+import orjson
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+log = logging.getLogger(__name__)
+
+LIMITS_KEY = "http_limits"
+"""The lifespan state key under which the app gives the protocol its `HttpLimits`."""
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    max_header_bytes: int = 64 * 1024
+    """Request line and headers together at most (nginx's default buffers hold 32 KiB, Node.js takes 16 KiB)."""
+    read_timeout: float = 10.0
+    """Seconds from a request's first byte to its last."""
+
+
+@cache
+def _refusal(status: int, error_type: str, message: str) -> bytes:
+    """The JSON answer after the status line and the server's default headers: encoded once per worker."""
+    body = orjson.dumps({"error": {"message": message, "type": error_type, "code": status}})
+    return b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%b" % (len(body), body)
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    def __init__(self, config, server_state, app_state, _loop=None) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self.limits: HttpLimits = app_state.get(LIMITS_KEY) or HttpLimits()
+        self.head_bytes = 0
+        self.reading_head = True
+        """The next bytes belong to a request's head (also between requests)."""
+        self.read_deadline: asyncio.TimerHandle | None = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.reading_head:
+            room = self.limits.max_header_bytes - self.head_bytes
+            if len(data) > room:
+                super().data_received(data[:room])  # the head may end within what fits
+                if self.transport.is_closing():
+                    return
+                if self.reading_head:
+                    return self._refuse_head()
+                data = data[room:]
+            else:
+                self.head_bytes += len(data)
+        super().data_received(data)
+        if (
+            (not self.reading_head or self.head_bytes)  # self._incomplete(), inlined: every read passes here
+            and self.read_deadline is None
+            and not self.transport.is_closing()
+        ):
+            self.read_deadline = self.loop.call_later(self.limits.read_timeout, self._read_timed_out)
+
+    def _incomplete(self) -> bool:
+        """A request has begun and not ended: its body is due, or bytes of its head were counted."""
+        return not self.reading_head or self.head_bytes > 0
+
+    def on_headers_complete(self) -> None:
+        self.reading_head = False
+        self.head_bytes = 0
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self.reading_head = True
+        self.head_bytes = 0
+        self._cancel_deadline()
+        super().on_message_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_deadline()
+        super().connection_lost(exc)
+
+    def _cancel_deadline(self) -> None:
+        if self.read_deadline is not None:
+            self.read_deadline.cancel()
+            self.read_deadline = None
+
+    def _previous_response_running(self) -> bool:
+        """While a request's head arrives, `cycle` is the previous request's: a pipelined one may still answer."""
+        return self.reading_head and self.cycle is not None and not self.cycle.response_complete
+
+    def _refuse_head(self) -> None:
+        limit = self.limits.max_header_bytes
+        log.info("431 to %s: request line and headers over %d bytes", self._peer(), limit)
+        if self._previous_response_running():
+            self.transport.close()
+            return
+        message = (
+            f"the request line and headers are over {limit} bytes, this server's limit "
+            "(SERVING_/GATEWAY_MAX_HEADER_BYTES): send fewer or shorter headers, and long inputs in the body"
+        )
+        self._answer_and_close(431, _refusal(431, "header_too_large", message))
+
+    def _read_timed_out(self) -> None:
+        self.read_deadline = None
+        if not self._incomplete() or self.transport.is_closing():
+            return
+        if self.flow.read_paused or self._previous_response_running():
+            # the server is the one not reading (a pipelined request waits its turn, the app has not taken the
+            # body yet): not the client's delay
+            self.read_deadline = self.loop.call_later(self.limits.read_timeout, self._read_timed_out)
+            return
+        timeout = self.limits.read_timeout
+        log.info("408 to %s: the request was not in full %g s after its first byte", self._peer(), timeout)
+        cycle = None if self.reading_head else self.cycle
+        if cycle is not None:
+            if cycle.response_started:  # the app answered without waiting for the body (413, 429...)
+                self.transport.close()
+                return
+            cycle.disconnected = True  # the app's receive() now says http.disconnect and its answer goes nowhere
+            cycle.message_event.set()
+        message = (
+            f"the request did not arrive in full within {timeout:g} s of its first byte, this server's limit "
+            "(SERVING_/GATEWAY_READ_TIMEOUT): send the headers and the body without pauses"
+        )
+        self._answer_and_close(408, _refusal(408, "request_timeout", message))
+
+    def _answer_and_close(self, status: int, rest: bytes) -> None:
+        head = [STATUS_LINE[status]]
+        head += [b"%b: %b\r\n" % pair for pair in self.server_state.default_headers]
+        self.transport.write(b"".join(head) + rest)
+        self.transport.close()
+
+    def _peer(self) -> str:
+        return f"{self.client[0]}:{self.client[1]}" if self.client else "a client"

@@ -1,0 +1,64 @@
+"""Endpoint and model names: one rule, checked at every door a name comes in by (the `serving endpoints`,
+`serving metrics` and `serving model` commands, the admin API's path parameters, the endpoint file's entries).
+
+A name becomes a directory of Triton's model repository (`models_dir/NAME/VERSION`), a path segment of
+`/serve/NAME` and a label of every metric, so it is held to what all three accept: Kubernetes' DNS subdomain names
+(lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; no '..') with '_' added, which
+Triton's and clearml-serving's names commonly use, and at most 63 characters. Lowercase only, so that two names
+never share a directory on a case-insensitive file system.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic_core import PydanticCustomError
+
+from services.common.errors import InvalidInput
+
+NAME_MAX_LENGTH = 63
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9_-]*[a-z0-9])?)*$"
+"""Dot-separated labels, each starting and ending with a letter or digit: no '..', no leading or trailing '.', no
+'/'. No look-arounds, so pydantic's and FastAPI's pattern checks (Rust's regex engine) take it as it is."""
+_NAME = re.compile(NAME_PATTERN)
+RULE = (
+    f"1 to {NAME_MAX_LENGTH} lowercase letters, digits, '-', '_' or '.', starting and ending with a letter or digit, "
+    f"no '..' (pattern {NAME_PATTERN})"
+)
+
+
+def is_valid_name(name: object) -> bool:
+    """The length is checked first, so the pattern never runs on a long input."""
+    return isinstance(name, str) and 0 < len(name) <= NAME_MAX_LENGTH and _NAME.fullmatch(name) is not None
+
+
+def check_name(name: str, what: str = "endpoint") -> str:
+    """`name` if it is valid, else InvalidInput (422) saying the rule."""
+    if not is_valid_name(name):
+        raise InvalidInput(_refusal(name, what), param=what)
+    return name
+
+
+def validated_name(name: str) -> str:
+    """`check_name` as a pydantic validator (`AfterValidator`): the same rule and message, as a validation error,
+    so FastAPI refuses a path parameter with it before the route runs."""
+    if not is_valid_name(name):
+        raise PydanticCustomError("invalid_name", _refusal(name, "endpoint").replace("{", "{{").replace("}", "}}"))
+    return name
+
+
+def _refusal(name: object, what: str) -> str:
+    return f"{what} name {shown(name)} is not valid: use {RULE}"
+
+
+def printable(name: object, limit: int = 40) -> str:
+    """A name as a message, a log line or a JSON key may carry it: control characters escaped, long names cut (a
+    name from a caller never breaks a log line nor fills one)."""
+    text = str(name)
+    cut = text[:limit] if text[:limit].isprintable() else repr(text[:limit])[1:-1]
+    return cut + (f"... ({len(text)} characters)" if len(text) > limit else "")
+
+
+def shown(name: object) -> str:
+    """`printable(name)` in quotes, for a sentence."""
+    return f"'{printable(name)}'"

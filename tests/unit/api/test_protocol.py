@@ -1,0 +1,147 @@
+"""The workers' HTTP protocol (`services.api.protocol`) fed bytes directly: the head's size bound is exact across
+reads, a request's body may come in the same read as its head, and the read deadline answers 408 to a request not in
+full in time (whether its head or its body is late), and never to one that arrived."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+from uvicorn.config import Config
+from uvicorn.server import ServerState
+
+from services.api.protocol import LIMITS_KEY, GuardedHttpToolsProtocol, HttpLimits
+
+
+class Transport:
+    def __init__(self):
+        self.written = b""
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str):
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 40000)}.get(name)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+class EchoApp:
+    """Reads the whole body (or learns the client is gone), then answers with the body's length."""
+
+    def __init__(self):
+        self.seen: list[dict | bytes] = []
+
+    async def __call__(self, scope, receive, send):
+        body = b""
+        while (message := await receive())["type"] == "http.request":
+            body += message["body"]
+            if not message["more_body"]:
+                break
+        self.seen.append(body if message["type"] == "http.request" else message)
+        answer = str(len(body)).encode()
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(answer))]}
+        )
+        await send({"type": "http.response.body", "body": answer})
+
+
+def connection(app, limits: HttpLimits) -> tuple[GuardedHttpToolsProtocol, Transport]:
+    config = Config(app=app, lifespan="off", log_config=None, proxy_headers=False)
+    protocol = GuardedHttpToolsProtocol(config, ServerState(), {LIMITS_KEY: limits}, asyncio.get_running_loop())
+    transport = Transport()
+    protocol.connection_made(transport)
+    return protocol, transport
+
+
+def head_of(size: int, extra: bytes = b"") -> bytes:
+    """A request head of exactly `size` bytes (request line and headers, blank line included)."""
+    start = b"POST /serve/minilm HTTP/1.1\r\nHost: t\r\n" + extra + b"X-Pad: "
+    return start + b"p" * (size - len(start) - 4) + b"\r\n\r\n"
+
+
+def feed(protocol, data: bytes, piece: int) -> None:
+    for at in range(0, len(data), piece):
+        if not protocol.transport.is_closing():
+            protocol.data_received(data[at : at + piece])
+
+
+def test_a_head_at_the_limit_passes_and_one_byte_more_gets_431():
+    async def scenario(size: int, piece: int):
+        app = EchoApp()
+        protocol, transport = connection(app, HttpLimits(max_header_bytes=1024))
+        feed(protocol, head_of(size), piece)
+        await asyncio.sleep(0.01)
+        return app, transport
+
+    for piece in (1, 100, 1024, 4096):
+        app, transport = asyncio.run(scenario(1024, piece))
+        assert transport.written.startswith(b"HTTP/1.1 200 ") and app.seen == [b""] and not transport.closed
+        app, transport = asyncio.run(scenario(1025, piece))
+        assert transport.written.startswith(b"HTTP/1.1 431 ") and transport.closed and app.seen == []
+        body = transport.written.split(b"\r\n\r\n", 1)[1]
+        assert orjson.loads(body)["error"]["type"] == "header_too_large"
+        assert b"connection: close\r\n" in transport.written
+
+
+def test_a_body_may_share_a_read_with_its_head_whatever_its_size():
+    async def scenario():
+        app = EchoApp()
+        protocol, transport = connection(app, HttpLimits(max_header_bytes=1024))
+        body = b"b" * 5000
+        request = head_of(900, b"Content-Length: %d\r\n" % len(body)) + body
+        protocol.data_received(request + request)  # two requests, keep-alive and pipelined, in one read
+        await asyncio.sleep(0.01)
+        assert protocol.read_deadline is None, "a request that arrived in one read arms no timer"
+        feed(protocol, request, 700)  # and a third over several reads: its head is counted from zero
+        await asyncio.sleep(0.01)
+        return app, transport
+
+    app, transport = asyncio.run(scenario())
+    assert app.seen == [b"b" * 5000] * 3 and transport.written.count(b"HTTP/1.1 200 ") == 3
+
+
+def test_a_request_late_in_its_head_or_its_body_gets_408_at_the_deadline():
+    async def scenario(sent: bytes):
+        app = EchoApp()
+        protocol, transport = connection(app, HttpLimits(read_timeout=0.05))
+        protocol.data_received(sent)
+        await asyncio.sleep(0.03)
+        early = transport.written
+        await asyncio.sleep(0.05)
+        return app, transport, early
+
+    late_head = b"POST /serve/minilm HTTP/1.1\r\nHost: t\r\nX-Slow: "
+    late_body = b"POST /serve/minilm HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n{"
+    for sent in (late_head, late_body):
+        app, transport, early = asyncio.run(scenario(sent))
+        assert early == b"" and transport.written.startswith(b"HTTP/1.1 408 ") and transport.closed
+        assert orjson.loads(transport.written.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "request_timeout"
+        assert transport.written.count(b"HTTP/1.1") == 1, "the app's own answer goes nowhere"
+    assert app.seen == [{"type": "http.disconnect"}], "the app waiting for the body learns the client is gone"
+
+
+def test_a_request_that_arrived_is_never_timed_out():
+    async def scenario():
+        app = EchoApp()
+        protocol, transport = connection(app, HttpLimits(read_timeout=0.05))
+        request = b"POST /serve/minilm HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\n"
+        protocol.data_received(request + b"ab")
+        await asyncio.sleep(0.01)
+        protocol.data_received(b"cd")  # the body's end, well within the deadline
+        await asyncio.sleep(0.1)  # past the deadline, on a kept-alive idle connection
+        return app, transport
+
+    app, transport = asyncio.run(scenario())
+    assert app.seen == [b"abcd"] and transport.written.startswith(b"HTTP/1.1 200 ") and not transport.closed
