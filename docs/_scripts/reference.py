@@ -45,7 +45,10 @@ def output(*args: str) -> str:
 
 
 with ThreadPoolExecutor(4) as pool:
-    clis = {name: pool.submit(output, "-m", "typer", module, "utils", "docs", "--name", name) for name, module in CLIS.items()}
+    clis = {
+        name: pool.submit(output, "-m", "typer", module, "utils", "docs", "--name", name)
+        for name, module in CLIS.items()
+    }
     apps = {name: pool.submit(output, "-c", DUMP_OPENAPI.format(module=module)) for name, (module, _) in APPS.items()}
 
 for name, future in clis.items():

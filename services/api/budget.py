@@ -31,7 +31,7 @@ SETTING = "SERVING_/GATEWAY_MAX_CONCURRENT_TOKENS"
 def estimate(texts: list[str], max_length: int) -> int:
     """An upper bound of the padded tokens of `texts` before tokenizing them: every text as long as the longest,
     whose tokens are at most its characters plus the two special ones, and at most `max_length`."""
-    return len(texts) * min(max_length, max(map(len, texts)) + 2)
+    return len(texts) * min(max_length, max(map(len, texts), default=0) + 2)
 
 
 class Lease:
@@ -68,9 +68,9 @@ class TokenBudget:
     def _admits(self, tokens: int) -> bool:
         return self.used == 0 or self.used + 2 * tokens <= self.capacity
 
-    async def take(self, tokens: int) -> Lease:
-        """Hold `tokens` of the budget: at once if the rule admits them (whoever waits: the waiters are the ones
-        it does not admit now), else in the queue."""
+    def take(self, tokens: int) -> Lease | None:
+        """Hold `tokens` of the budget if the rule admits them now (whoever waits: the waiters are the ones it does
+        not admit now); None: `queue` for them. 413 over the whole budget."""
         if tokens > self.capacity:
             raise PayloadTooLarge(
                 f"this request is {tokens} tokens (texts x the longest text's tokens), over the {self.capacity} one "
@@ -79,9 +79,10 @@ class TokenBudget:
         if self._admits(tokens):
             self.used += tokens
             return Lease(self, tokens)
-        return await self._queue(tokens)
+        return None
 
-    async def _queue(self, tokens: int) -> Lease:
+    async def queue(self, tokens: int) -> Lease:
+        """Wait in line for `tokens` (after `take` said no): 429 after `wait` seconds, 504 at the deadline."""
         granted = asyncio.get_running_loop().create_future()
         self._waiters.append((tokens, granted))
         limit = time_left(self.wait)

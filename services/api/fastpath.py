@@ -5,6 +5,9 @@ resolution, exception and body-limit middleware) around a handler that itself do
 started, this door answers every `/serve` request itself: it translates ASGI to the data plane's `serve` and the
 answer back, with the same error mapping as FastAPI's handlers, and leaves every other request to FastAPI.
 
+Around it (`services.api.lifetime`), every inference request has a deadline and is cancelled, wherever it waits,
+when its client disconnects: the door itself only reads the body and answers.
+
 `router` declares the same two routes to FastAPI for the OpenAPI document (/docs, the fuzz tests hold the door to
 it). Their handlers answer only when the FastAPI app runs without this door in front; they call the same
 `DataPlane.serve`.

@@ -17,8 +17,10 @@ other request waited behind that work (issue 21). So every inference request car
 
 ASGI tells the app of a disconnect only through `receive()`, which has nothing more to say once the body is read, so
 a task waits on it. Most requests are answered within milliseconds, so that task is started only for a request still
-running `WATCH_AFTER` seconds after it came (a timer, cheaper than a task); a client that left before then is
-noticed then. A disconnect while the body is arriving is noticed by the reader itself.
+running `WATCH_AFTER` seconds after it came; a client that left before then is noticed then. A disconnect while the
+body is arriving is noticed by the reader itself. One timer per worker checks the running requests every `TICK`
+seconds while there are any (a timer per request cost more than the rest of this module together): a deadline is
+kept to within `TICK`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from services.common.errors import BadRequest, DeadlineExceeded
 log = logging.getLogger(__name__)
 
 TIMEOUT_HEADER = b"x-request-timeout"
+TICK = 0.025
+"""Seconds between two checks of the running requests (deadlines are kept to within this)."""
 WATCH_AFTER = 0.05
 """Seconds a request runs before a task starts watching its connection."""
 GONE, LATE = "gone", "late"
@@ -72,6 +76,8 @@ class RequestLifetime:
     def __init__(self, app, default_timeout: float):
         self.app = app
         self.default_timeout = default_timeout
+        self.active: set[_Watch] = set()
+        self._ticker: asyncio.TimerHandle | None = None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or not is_inference(scope["method"], scope["path"]):
@@ -82,6 +88,9 @@ class RequestLifetime:
             return await error_response(exc)(scope, receive, send)
         timeout = self.default_timeout if asked is None else min(asked, self.default_timeout)
         watch = _Watch(receive, send, timeout)
+        self.active.add(watch)
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().call_later(TICK, self._tick)
         token = deadline_var.set(watch.deadline)
         try:
             await self.app(scope, watch.receive, watch.send)
@@ -91,15 +100,23 @@ class RequestLifetime:
             await watch.answer(scope, receive, send, timeout)
         finally:
             watch.close()
+            self.active.discard(watch)
             deadline_var.reset(token)
+
+    def _tick(self) -> None:
+        """Every `TICK` seconds while requests run: end those past their deadline, watch those running a while."""
+        now = time.monotonic()
+        for watch in list(self.active):
+            watch.check(now)
+        self._ticker = asyncio.get_running_loop().call_later(TICK, self._tick) if self.active else None
 
 
 class _Watch:
-    """One request's deadline timer and, once it has run a while, the task that waits for its client to leave."""
+    """One request: its deadline and, once it has run a while, the task that waits for its client to leave."""
 
     __slots__ = (
-        "upstream", "downstream", "task", "start", "deadline", "timer", "watcher", "due", "reading", "started",
-        "ending", "cancelled", "closed",
+        "upstream", "downstream", "task", "start", "deadline", "watcher", "due", "reading", "started", "ending",
+        "cancelled", "closed",
     )  # fmt: skip
 
     def __init__(self, receive, send, timeout: float):
@@ -108,7 +125,6 @@ class _Watch:
         self.task = asyncio.current_task()
         self.start = time.monotonic()
         self.deadline = self.start + timeout
-        self.timer = asyncio.get_running_loop().call_later(min(WATCH_AFTER, timeout), self._tick)
         self.watcher: asyncio.Task | None = None
         self.due = False
         """It has run `WATCH_AFTER` seconds: watch its connection as soon as its body is in."""
@@ -137,16 +153,13 @@ class _Watch:
         self.started = True
         await self.downstream(message)
 
-    def _tick(self) -> None:
-        self.timer = None
-        now = time.monotonic()
+    def check(self, now: float) -> None:
         if now >= self.deadline:
-            return self._end(LATE)
-        if not self.due:
+            self._end(LATE)
+        elif not self.due and now - self.start >= WATCH_AFTER:
             self.due = True
             if not self.reading:
                 self._watch_connection()
-        self.timer = asyncio.get_running_loop().call_later(self.deadline - now, self._tick)
 
     def _watch_connection(self) -> None:
         self.watcher = asyncio.get_running_loop().create_task(self._watch())
@@ -184,9 +197,6 @@ class _Watch:
 
     def close(self) -> None:
         self.closed = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
         if self.watcher is not None:
             self.watcher.cancel()
             self.watcher = None

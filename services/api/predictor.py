@@ -77,6 +77,7 @@ class Predictor:
         return await asyncio.get_running_loop().run_in_executor(self.tokenizing, run)
 
     async def predict(self, model: ServedModel, texts: list[str], truncate: bool | None = None) -> Prediction:
+        """`texts` through `model` once the budget holds their tokens: coalesced if small, else on their own."""
         settings = self.settings
         if len(texts) > settings.max_texts:
             raise PayloadTooLarge(
@@ -86,7 +87,7 @@ class Predictor:
         metrics.child(metrics.TEXTS_PER_REQUEST, model.endpoint, model.version).observe(len(texts))
         tokens = estimate(texts, model.tokenizer.max_length)
         chars = sum(map(len, texts))
-        lease = await self.budget.take(tokens)
+        lease = self.budget.take(tokens) or await self.budget.queue(tokens)
         try:
             if settings.coalesce and 2 * tokens <= settings.max_batch_tokens:
                 return await self._coalesced(model, texts, truncate, tokens, chars)
@@ -147,7 +148,9 @@ class Predictor:
                 settings.coalesce_max_texts,
                 settings.coalesce_depth,
                 prefer=current_span_sampled,
-                max_tokens=settings.max_batch_tokens,
+                # estimated: twice a backend call's tokens, so 64 one-sentence requests (~62 estimated each, ~16 real)
+                # still ride one batch; the batch then runs in calls of `max_batch_tokens` real tokens
+                max_tokens=2 * settings.max_batch_tokens,
             )
             weakref.finalize(model, self._coalescers.pop, key, None)
         return found

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import logging
 import threading
 import time
+from collections.abc import Callable
 from functools import cache
+
+log = logging.getLogger(__name__)
 
 DELAY = 0.5
 """Seconds without big work before the memory is trimmed."""
@@ -39,16 +43,20 @@ def trim() -> bool:
 
 
 class Trimmer:
-    """`big_work_done()` after each big piece of work; `delay` seconds after the last one, `trim()` runs once."""
+    """`big_work_done()` after each big piece of work; `delay` seconds after the last one, the releases it was given
+    run (an ONNX Runtime session's arena: `services.common.onnx_runner`), then `trim()`, once."""
 
     def __init__(self, delay: float = DELAY):
         self.delay = delay
         self._due: float | None = None
+        self._releases: set[Callable[[], None]] = set()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def big_work_done(self) -> None:
+    def big_work_done(self, release: Callable[[], None] | None = None) -> None:
         with self._wake:
+            if release is not None:
+                self._releases.add(release)
             self._due = time.monotonic() + self.delay
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="malloc-trim", daemon=True)
@@ -61,7 +69,13 @@ class Trimmer:
                 while self._due is None or self._due > time.monotonic():
                     self._wake.wait(None if self._due is None else self._due - time.monotonic())
                 self._due = None
-            trim()  # outside the lock: work finishing meanwhile is not held up
+                releases, self._releases = self._releases, set()
+            for release in releases:  # outside the lock: work finishing meanwhile is not held up
+                try:
+                    release()
+                except Exception:  # noqa: BLE001 - memory not given back is no reason to stop trimming
+                    log.warning("releasing memory failed", exc_info=True)
+            trim()
 
 
 trimmer = Trimmer()

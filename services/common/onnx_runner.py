@@ -3,12 +3,22 @@ the raw-throughput baseline of the benchmarks.
 
 Memory: ONNX Runtime's CPU arena grows to the largest batch a session has run and keeps it. One burst of requests
 of 64 texts of 256 tokens left a FastAPI worker at 1,993 MB against 295 MB before, and Triton's encoder at 1.75 GB
-(issue 21); measured here, one 64 x 256 run took a session from 198 to 1,224 MB, kept. So a run over
-`shrink_above` padded tokens asks the arena to give back what it no longer uses when it ends (ONNX Runtime's run
-option `memory.enable_memory_arena_shrinkage`): the session stayed at 200 MB after the same run; and the C heap is
-trimmed once such runs stop (`services.common.memory`). Runs up to that size (the usual traffic) keep the arena as it
-is and pay nothing. Measured side by side on the real model at batch 16
-(interleaved runs in one process, medians): see `SHRINK_ABOVE_TOKENS`.
+(issue 21); measured here, one 64 x 256 run took a session from 198 to 1,224 MB, kept. ONNX Runtime's own remedies,
+measured side by side on the real model at batch 16 (runs interleaved in one process, medians of 20-200; 2 cores):
+
+| tokens a text | arena off (`enable_cpu_mem_arena=False`) | arena shrunk after every run |
+| ------------- | ---------------------------------------- | ---------------------------- |
+| 16            | +2% (noise)                              | +5% (noise)                  |
+| 64            | -1%                                      | 0%                           |
+| 128           | -3 to -4%                                | -7 to -9%                    |
+| 256           | -30%                                     | -10 to -12%                  |
+
+Both give the memory back (203 and 200 MB after the 64 x 256 run), both cost throughput on long texts. So the arena
+stays as it is while work goes on, and a run over `shrink_above` padded tokens marks the session: once such runs
+have stopped for half a second (`services.common.memory`), one minimal run with the run option
+`memory.enable_memory_arena_shrinkage` gives back every chunk no run is using, and the C heap is trimmed (3 runs of
+16 x 256: 433 MB, 1 s later 167). Batches of short sentences never trigger it; a burst of long texts pays one
+minimal run after it.
 """
 
 from __future__ import annotations
@@ -22,8 +32,9 @@ import onnxruntime as ort
 from services.common.contract import MODEL_FILE, Manifest
 from services.common.memory import trimmer
 
-SHRINK_ABOVE_TOKENS = 2048
-"""Runs over this many padded tokens (rows x width) shrink the arena when they end."""
+SHRINK_ABOVE_TOKENS = 1024
+"""Runs over this many padded tokens (rows x width) have the arena shrunk once they stop: more than a full batch
+of short sentences (64 x 16), and less than a call of a request cut in several (`max_batch_tokens`, 2048)."""
 ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
 
 
@@ -59,27 +70,20 @@ class OnnxModel:
         self.session = ort.InferenceSession(str(Path(model_dir) / MODEL_FILE), options, providers=chosen)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
-        self._shrinking = self.run_options(shrink=True)
-
-    def run_options(self, *, shrink: bool = False) -> ort.RunOptions:
-        """Options for one run: a caller that may stop the run keeps them and sets `terminate` (from any thread)."""
-        options = ort.RunOptions()
-        if shrink:
-            options.add_run_config_entry(ARENA_SHRINKAGE, "cpu:0")
-        return options
-
-    def shrinks(self, feeds: dict[str, np.ndarray]) -> bool:
-        """Whether a run on these inputs is big enough to give its arena memory back when it ends."""
-        return feeds[self.input_names[0]].size > self.shrink_above
+        self._shrinking = ort.RunOptions()
+        self._shrinking.add_run_config_entry(ARENA_SHRINKAGE, "cpu:0")
+        self._smallest = {spec.name: np.zeros((1, 1), spec.numpy_dtype) for spec in manifest.inputs}
 
     def run(self, feeds: dict[str, np.ndarray], options: ort.RunOptions | None = None) -> np.ndarray:
-        """Run the model on named inputs; returns the first (contract) output."""
-        big = self.shrinks(feeds)
-        if options is None and big:
-            options = self._shrinking
+        """Run the model on named inputs; returns the first (contract) output. `options`: a caller that may stop the
+        run keeps them and sets their `terminate` (from any thread)."""
         inputs = {name: feeds[name] for name in self.input_names}
         try:
             return self.session.run(self.output_names[:1], inputs, options)[0]
         finally:
-            if big:
-                trimmer.big_work_done()
+            if inputs[self.input_names[0]].size > self.shrink_above:
+                trimmer.big_work_done(self.release_arena)
+
+    def release_arena(self) -> None:
+        """Give back the arena's chunks no run is using: a minimal run that shrinks the arena when it ends."""
+        self.session.run(self.output_names[:1], self._smallest, self._shrinking)

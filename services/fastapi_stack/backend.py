@@ -10,6 +10,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import onnxruntime as ort
 
 from services.common.contract import Manifest
 from services.common.onnx_runner import OnnxModel, default_threads
@@ -42,7 +43,7 @@ class LocalOnnxBackend:
         model = self.model
         assert model is not None, "backend not started"
         feeds = batch.tensors(self.manifest.input_names)
-        options = model.run_options(shrink=model.shrinks(feeds))
+        options = ort.RunOptions()
         try:
             return await asyncio.get_running_loop().run_in_executor(self.executor, model.run, feeds, options)
         except asyncio.CancelledError:

@@ -12,13 +12,14 @@ stack, in document order within a stack), and stopped once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,8 @@ class Sandbox:
     netns: str
     env: dict[str, str]
     stack: tuple | None = None
+    failed: dict[tuple, str] = field(default_factory=dict)
+    """Stacks that did not start, and why: their other blocks fail at once instead of trying again."""
 
     def sh(self, script: str, timeout: float, out: Path | None = None) -> subprocess.CompletedProcess:
         env = {**self.env, "DOCS_OUT": str(out or self.root)}
@@ -65,11 +68,15 @@ class Sandbox:
         key = stack_key(make_up)
         if key == self.stack:
             return
+        assert key not in self.failed, self.failed[key]
         if self.stack is not None:
             self.down()
         started = time.monotonic()
         up = self.sh(make_up, timeout=300)
-        assert up.returncode == 0, f"`{make_up}` failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
+        if up.returncode != 0:
+            self.failed[key] = f"`{make_up}` failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
+            self.down()
+            pytest.fail(self.failed[key])
         self.stack = key
         print(f"`{make_up}` ready in {time.monotonic() - started:.1f} s")
 
@@ -110,10 +117,8 @@ def sandbox(tmp_path_factory):
         box.down()
         pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
         for pid in pids:  # what `make down` left behind, all started by this module inside its namespace
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         _netns(netns, "delete", netns)
 
 
@@ -140,7 +145,9 @@ def test_block_runs_as_written(sandbox, run: Run):
     else:
         done = sandbox.sh(run.script, timeout=180, out=out)
     print(f"{run.block.where}: {time.monotonic() - started:.1f} s")
-    assert done.returncode == 0, f"{run.block.where} failed:\n{run.block.code}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{run.block.where} failed:\n{run.block.code}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     if run.block.lang in PYTHON:
         printed = [line.strip() for line in done.stdout.splitlines() if line.strip()]
         assert not run.samples or printed == run.samples, f"{run.block.where}: printed {printed}, docs: {run.samples}"

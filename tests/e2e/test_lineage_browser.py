@@ -4,7 +4,8 @@ must be the right one: its run, model and data set named in its text, under the 
 sidebar names the experiment an address points to, whatever experiment the run is in), the steps nested under the
 pipeline's run. A screenshot of each page is kept under the test's tmp_path.
 
-About 90 s on 2 cores, most of it the MLflow UI's start (started first, so the training overlaps it)."""
+Measured 2.5-4 min on 2 cores shared with other test runs (load average 10-13): the MLflow UI's start (45-55 s on
+its own) overlapped with the pipeline (40-110 s), then 8 pages at 2-30 s each. Marked `browser`."""
 
 from __future__ import annotations
 

@@ -37,12 +37,19 @@ HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 PRINT_OUTPUT = re.compile(r"^\s*print\(.*\)\s*#\s?(?P<out>.*)$")
 
 CANNOT_RUN = [
-    (re.compile(r"^\s*make\s+(test|test-\w+|lint|setup|bench|bench-\w+|soak|clean|registry|deploy-checks)\b", re.M),
-     "a make target that takes minutes or changes the set-up"),
-    (re.compile(r"^\s*(sudo\s+)?(docker|kubectl|helm|nvidia-smi|apt-get|pip)\b", re.M), "Docker, Kubernetes, a GPU or "
-     "an installation"),
-    (re.compile(r"\bserving\s+(up|down|train|registry|controller)\b"), "a command that starts or stops a stack, or "
-     "takes minutes (the runner starts stacks with their documented `make up ... DETACH=1` line)"),
+    (
+        re.compile(r"^\s*make\s+(test|test-\w+|lint|setup|bench|bench-\w+|soak|clean|registry|deploy-checks)\b", re.M),
+        "a make target that takes minutes or changes the set-up",
+    ),
+    (
+        re.compile(r"^\s*(sudo\s+)?(docker|kubectl|helm|nvidia-smi|apt-get|pip)\b", re.M),
+        "Docker, Kubernetes, a GPU or an installation",
+    ),
+    (
+        re.compile(r"\bserving\s+(up|down|train|registry|controller)\b"),
+        "a command that starts or stops a stack, or "
+        "takes minutes (the runner starts stacks with their documented `make up ... DETACH=1` line)",
+    ),
     (re.compile(r"\bloadtest\s+(matrix|bench|tune|soak|overload)\b"), "a benchmark (minutes)"),
 ]
 
@@ -160,10 +167,35 @@ def shell_script(code: str) -> tuple[str, list[str]]:
     return "\n".join(script) + "\n", samples
 
 
+URL = re.compile(r"^(https?://)?(localhost|127\.0\.0\.1|[\w.-]+:\d+)\b")
+
+
+def unglobbed_curls(code: str) -> list[str]:
+    """curl commands whose URL has braces or brackets (a PromQL query, say) without `-g`: curl reads those as its
+    own URL globbing and fails ("bad range")."""
+    found = []
+    for line in logical_lines(code):
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        if not words or words[0] != "curl":
+            continue
+        globoff = "--globoff" in words or any(w.startswith("-") and not w.startswith("--") and "g" in w for w in words)
+        if not globoff and any(URL.match(w) and re.search(r"[{}\[\]]", w) for w in words[1:]):
+            found.append(line.strip())
+    return found
+
+
 def problems_of(block: Block) -> list[str]:
-    """Why a block, as marked, is not acceptable: an empty reason, an unmarked block the runner cannot run."""
+    """Why a block, as marked, is not acceptable: an empty reason, an unmarked block the runner cannot run, a command
+    that fails as written whether or not it runs here."""
     if not block.lang:
         return [f"{block.where}: a fence without a language (`text` for output, `bash`/`python` for code)"]
+    if block.lang in SHELL:
+        unglobbed = unglobbed_curls(block.code)
+        if unglobbed:
+            return [f"{block.where}: curl needs -g for a URL with braces or brackets: {unglobbed}"]
     if block.not_run is not None:
         return [] if block.not_run else [f"{block.where}: `not run` needs a reason"]
     if not block.runnable_lang:

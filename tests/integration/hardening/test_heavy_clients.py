@@ -1,7 +1,7 @@
 """Heavy clients cannot starve the rest (issue 21), on both HTTP stacks with the tiny model.
 
 The attack, short: 16 connections send requests of 64 texts of 10k characters each, back to back, for 5 s, and give
-up on an answer after 2 s (the issue's clients gave up after 30 s, and the gateway went on working for them: every
+up on an answer after up to 1 s (the issue's clients gave up after 30 s, and the gateway went on working for them: every
 normal request timed out for 73 s after they left; a FastAPI worker kept 1.7 GB). Meanwhile a normal client on a
 connection of its own sends one short text at a time. The bounds:
 
@@ -41,10 +41,11 @@ from tests.support.servers import Server, start_gateway, start_http_stack, start
 
 HEAVY_CLIENTS = 16
 BURST_S = 5.0
-HEAVY_GIVES_UP_S = 2.0
-NORMAL_BOUND_S = 3.0
-"""What one normal request may take during the burst (2 shared cores run the attackers, the stack and this test;
-measured 0.8 s at most; before the change: 30 s, the client's timeout)."""
+HEAVY_GIVES_UP_S = 1.0
+NORMAL_BOUND_S = 2.0
+"""What one normal request may take during the burst (2 shared cores run the attackers, the stack and this test:
+measured at most 0.02-0.08 s, 0.4 s with other tests loading the machine; before the change 7.5 s on the gateway, and
+the issue's 30 s)."""
 SETTLED_S = 1.5
 AFTER_BOUND_S = 0.5
 """What one normal request may take from `SETTLED_S` after the heavy clients left (measured ~10-50 ms)."""
@@ -107,15 +108,20 @@ class Burst:
 
 
 async def heavy_clients(url: str, body: bytes, stop: float, tally: Counter) -> None:
+    """Each sends its body whole, then waits for the answer between 0 and `HEAVY_GIVES_UP_S` (its own patience,
+    drawn per request) and closes the connection if none came: many leave while the server works for them."""
+    patience = random.Random(7)
+
     async def client() -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=HEAVY_GIVES_UP_S) as session:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as session:
             while time.monotonic() < stop:
+                waits = httpx.Timeout(10, read=patience.uniform(0, HEAVY_GIVES_UP_S))
                 try:
-                    response = await session.post("/serve/minilm", content=body, headers=JSON)
+                    response = await session.post("/serve/minilm", content=body, headers=JSON, timeout=waits)
                     tally[response.status_code] += 1
                     if response.status_code in (429, 503):
                         await asyncio.sleep(float(response.headers.get("retry-after", 1)) / 4)
-                except httpx.TimeoutException:
+                except httpx.ReadTimeout:
                     tally["gave up"] += 1
 
     await asyncio.gather(*(client() for _ in range(HEAVY_CLIENTS)))
@@ -179,6 +185,7 @@ def test_normal_requests_keep_answering_through_a_heavy_burst_and_memory_returns
     print(f"{name}: {result.heavy['gave up']} heavy requests given up, {gave_up} logged as such")
     assert "Traceback" not in log and not re.search(r"\bERROR\b", log)
     assert gave_up >= min(1, result.heavy["gave up"])
+    assert result.heavy[200] > 0, "heavy requests are served too, not only refused"
 
 
 def test_a_deadline_header_is_answered_504_in_time_and_a_generous_one_200(clearml):

@@ -2,10 +2,11 @@
 processes killed, wedged and fed a broken state file. Probes and backoff are set short (`SUPERVISE_*`) so that the
 module runs in about a minute; the times to recover are printed (`-s`).
 
-Measured before the supervisor existed: a killed Triton left the gateway answering 503 until `make down`/`up`;
-`serving status` gave the log wrapper's pid for Triton; a stopped Python stub left Triton's `/v2/health/live` and
-`/v2/health/ready` at 200 while every inference failed; a killed controller stayed dead; an empty deployments.json
-killed the controller."""
+Before the supervisor (each test here failed on that code): the pid `serving status` gave for Triton was its log
+wrapper's (killing it left the real server running, orphaned and without its log); nothing restarted a killed
+Triton (the gateway answered 503 until `make down`/`up`) or a killed controller; a stopped Python stub left Triton's
+`/v2/health/live` and `/v2/health/ready` at 200 while every inference failed; an empty deployments.json killed
+the controller."""
 
 from __future__ import annotations
 
@@ -121,9 +122,11 @@ def test_a_killed_triton_is_restarted_and_the_gateway_answers_again(stack):
     recovered = wait_until(lambda: stack.serve() == 200, KILLED_TRITON_BOUND, "the gateway answers 200 again")
     print(f"\nkill -9 tritonserver -> gateway 200 again after {recovered:.1f}s (before: 503 until make down/up)")
     wait_until(lambda: restarted(stack, "triton", before), 10, "status shows the restart")
-    after = stack.processes()["triton"]
+    processes = stack.processes()
+    after = processes["triton"]
     assert after["pid"] != before["pid"] and is_tritonserver(after["pid"])
     assert after["restarts"] == 1 and after["last_restart_reason"] == "killed by SIGKILL"
+    assert processes["gateway"]["restarts"] == 0, "the gateway reconnected by itself"
 
 
 def encoder_stub(triton_pid: int) -> int:
@@ -147,8 +150,10 @@ def test_a_wedged_triton_is_detected_by_its_inference_probe_and_restarted(stack)
     wait_until(lambda: restarted(stack, "triton", before), WEDGED_TRITON_BOUND, "the wedged Triton is restarted")
     wait_until(lambda: stack.serve() == 200, WEDGED_TRITON_BOUND, "the gateway answers 200 again")
     print(f"\nSIGSTOP of Triton's stub -> restarted, gateway 200 again after {time.monotonic() - started:.1f}s")
-    after = stack.records()["triton"]
+    records = stack.records()
+    after = records["triton"]
     assert after["pid"] != before["pid"] and after["restarts"] == before["restarts"] + 1
+    assert records["gateway"]["restarts"] == 0, "the gateway reconnected by itself"
     assert after["last_restart_reason"].startswith("wedged: 2 liveness probes failed")
 
 

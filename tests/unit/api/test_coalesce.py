@@ -2,6 +2,7 @@
 middle of a batch, and with a backend failure; a lone request goes at once and alone."""
 
 import asyncio
+
 import numpy as np
 import pytest
 

@@ -174,3 +174,26 @@ def test_a_request_of_over_half_a_batch_of_tokens_is_not_coalesced(tmp_path):
     assert dataplane.predictor._coalescers == {}, "it ran on its own"
     asyncio.run(dataplane.predict(model, ["cat"]))  # 5 estimated
     assert len(dataplane.predictor._coalescers) == 1
+
+
+def test_a_cancelled_request_is_counted_499_not_as_its_versions_failure(dataplane):
+    """A client gone or a deadline passed (`services.api.lifetime` cancels the request) is no 5xx of the version:
+    rollouts judge versions by their 5xx."""
+    counted = {
+        code: sample("serving_endpoint_requests_total", endpoint="minilm", version="1", code=code)
+        for code in ("499", "500")
+    }
+
+    async def never() -> bytes:
+        await asyncio.Event().wait()
+        return b""
+
+    async def run():
+        serving = asyncio.ensure_future(dataplane.serve("minilm", None, never, None, None))
+        await asyncio.sleep(0.01)
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+
+    asyncio.run(run())
+    assert sample("serving_endpoint_requests_total", endpoint="minilm", version="1", code="499") == counted["499"] + 1
+    assert sample("serving_endpoint_requests_total", endpoint="minilm", version="1", code="500") == counted["500"]

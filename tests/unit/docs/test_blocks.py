@@ -62,7 +62,7 @@ def test_a_block_runs_against_the_stack_its_page_started_last(tmp_path):
 def test_commands_followed_by_a_json_sample_keep_their_output_and_heredocs_stay_whole():
     code = (
         "cat > f.py <<'EOF'\n# {not a sample}\nx = 1\nEOF\n"
-        "curl -s localhost:8080/serve/minilm \\\n  -d '{\"text\": \"hi\"}'\n# {\"tokens\":3,...}\n"
+        'curl -s localhost:8080/serve/minilm \\\n  -d \'{"text": "hi"}\'\n# {"tokens":3,...}\n'
     )
     script, samples = shell_script(code)
     assert samples == ['{"tokens":3,...}']
@@ -86,4 +86,19 @@ def test_a_marker_may_be_separated_from_its_fence_by_blank_lines(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("<!-- not run: Docker -->\n\n```bash\ndocker ps\n```\n  ```python\n  x = 1\n  ```\n")
     found: list[Block] = blocks(Path(page))
-    assert [(b.lang, b.not_run, b.code) for b in found] == [("bash", "Docker", "docker ps\n"), ("python", None, "x = 1\n")]
+    assert [(b.lang, b.not_run, b.code) for b in found] == [
+        ("bash", "Docker", "docker ps\n"),
+        ("python", None, "x = 1\n"),
+    ]
+
+
+def test_a_curl_with_braces_in_its_url_needs_globbing_off(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- not run: needs Prometheus -->\n```bash\n"
+        "curl -s 'localhost:9090/api/v1/query?query=serving_drift_score{method=\"psi\"}'\n```\n"
+        "```bash\ncurl -sg 'localhost:9090/api/v1/query?query=x{a=\"b\"}'\n"
+        'curl -s localhost:8080/serve/minilm -d \'{"text": "hi"}\'\n```\n'
+    )
+    problems = plan([page])[2]
+    assert len(problems) == 1 and "curl needs -g" in problems[0], problems

@@ -1,144 +1,24 @@
-"""The deploy templates, checked offline with the tools platform teams use (no Docker engine or cluster here):
-kustomize renders every overlay, kubernetes-validate checks it strictly against the Kubernetes 1.30 API, checkov and
-hadolint find nothing that is not skipped with a reason, Compose files reference only what they define, and every
-environment variable a template sets for a project service is a setting that service reads."""
+"""Compose files reference only what they define, every environment variable a template sets for a project service
+is a setting that service reads, and the images are built as the project's roles need."""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
-
-import pytest
-import yaml
 
 from services.gateway.settings import GatewaySettings
 from services.lifecycle.settings import ControllerSettings
 from services.registry.settings import RegistrySettings
 from services.triton.repository import repository_dir
+from tests.support.deploy import (
+    DEPLOY,
+    OVERLAYS,
+    compose,
+    containers,
+    objects,
+)
 from tests.support.models import ROOT
-
-DEPLOY = ROOT / "deploy"
-OVERLAYS = ["gpu", "cpu", "servicemonitor"]
-KUBERNETES = "1.30.0"
-BIN = Path(sys.executable).parent
-CHECKOV = ROOT / ".venv-checks" / "bin" / "checkov"
-
-
-def kustomize(overlay: str) -> str:
-    return subprocess.run(
-        ["kubectl", "kustomize", str(DEPLOY / "k8s" / "overlays" / overlay)], capture_output=True, text=True, check=True
-    ).stdout
-
-
-def objects(overlay: str) -> dict[tuple[str, str], dict]:
-    return {(doc["kind"], doc["metadata"]["name"]): doc for doc in yaml.safe_load_all(kustomize(overlay)) if doc}
-
-
-def containers(rendered: dict) -> list[tuple[str, dict]]:
-    return [
-        (name, c)
-        for (kind, name), doc in rendered.items()
-        if kind == "Deployment"
-        for c in doc["spec"]["template"]["spec"]["containers"]
-    ]
-
-
-def checkov(*target: str) -> subprocess.CompletedProcess:
-    """checkov with the project's skip list (each skip has its reason in deploy/checkov.yaml)."""
-    argv = [str(CHECKOV), *target, "--config-file", str(DEPLOY / "checkov.yaml"), "--quiet", "--compact"]
-    return subprocess.run(argv, capture_output=True, text=True)
-
-
-@pytest.fixture(scope="module", params=OVERLAYS)
-def rendered(request, tmp_path_factory) -> tuple[str, Path]:
-    path = tmp_path_factory.mktemp("k8s") / f"{request.param}.yaml"
-    path.write_text(kustomize(request.param))
-    return request.param, path
-
-
-def test_every_overlay_validates_strictly_against_the_kubernetes_api(rendered):
-    overlay, path = rendered
-    result = subprocess.run(
-        [str(BIN / "kubernetes-validate"), "--strict", "-k", KUBERNETES, "--quiet", str(path)],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    unknown = re.findall(r"Couldn't find schema for kind (\w+)", result.stdout + result.stderr)
-    assert set(unknown) <= {"ServiceMonitor"}, "only prometheus-operator's CRD has no schema in the API"
-
-
-def test_every_overlay_passes_checkov_with_only_the_listed_skips(rendered):
-    assert CHECKOV.exists(), "checkov is installed by `make deploy-checks` (make test runs it)"
-    _, path = rendered
-    result = checkov("-f", str(path), "--framework", "kubernetes")
-    assert result.returncode == 0, result.stdout[-3000:]
-
-
-def test_dockerfiles_pass_checkov_and_hadolint():
-    policy = checkov("-d", str(DEPLOY / "docker"), "--framework", "dockerfile")
-    assert policy.returncode == 0, policy.stdout[-3000:]
-    hadolint = subprocess.run(
-        [str(BIN / "hadolint"), *map(str, sorted((DEPLOY / "docker").glob("*.Dockerfile")))],
-        capture_output=True,
-        text=True,
-    )
-    assert hadolint.returncode == 0, hadolint.stdout + hadolint.stderr
-
-
-@pytest.mark.parametrize("overlay", OVERLAYS)
-def test_workloads_are_hardened_and_probed(overlay):
-    rendered = objects(overlay)
-    for name, container in containers(rendered):
-        context = container["securityContext"]
-        assert context["readOnlyRootFilesystem"] and not context["allowPrivilegeEscalation"], name
-        assert context["capabilities"] == {"drop": ["ALL"]}, name
-        assert container["resources"]["requests"] and container["resources"]["limits"], name
-        assert "readinessProbe" in container and "livenessProbe" in container, name
-    for name in ("gateway", "triton"):
-        assert ("PodDisruptionBudget", name) in rendered
-    gateway = dict(containers(rendered))["gateway"]
-    assert gateway["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
-    from services.api import gunicorn_conf
-
-    grace = rendered[("Deployment", "gateway")]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace > gunicorn_conf.graceful_timeout + 5, "Kubernetes must not SIGKILL a draining gateway"
-    gpus = dict(containers(rendered))["triton"]["resources"]["limits"].get("nvidia.com/gpu")
-    assert (gpus == 1) if overlay != "cpu" else gpus is None
-
-
-def test_only_the_gateway_reaches_tritons_grpc_port():
-    policies = [doc for (kind, _), doc in objects("gpu").items() if kind == "NetworkPolicy"]
-    assert any(
-        p["spec"]["podSelector"] == {} and p["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in p["spec"]
-        for p in policies
-    ), "a default deny"
-    triton = next(p for p in policies if p["spec"]["podSelector"].get("matchLabels") == {"app": "triton"})
-    grpc = [rule for rule in triton["spec"]["ingress"] if {"port": 8001, "protocol": "TCP"} in rule["ports"]]
-    assert [rule["from"] for rule in grpc] == [[{"podSelector": {"matchLabels": {"app": "gateway"}}}]]
-
-
-class ComposeLoader(yaml.SafeLoader):
-    """YAML as Compose reads it: its `!reset` and `!override` merge tags."""
-
-
-def _merge_tag(loader: yaml.SafeLoader, node: yaml.Node):
-    if isinstance(node, yaml.MappingNode):
-        return loader.construct_mapping(node, deep=True)
-    if isinstance(node, yaml.SequenceNode):
-        return loader.construct_sequence(node, deep=True)
-    return loader.construct_scalar(node)
-
-
-for tag in ("!reset", "!override"):
-    ComposeLoader.add_constructor(tag, _merge_tag)
-
-
-def compose(name: str) -> dict:
-    return yaml.load((DEPLOY / "compose" / name).read_text(), Loader=ComposeLoader)
 
 
 def test_compose_references_only_what_it_defines():
