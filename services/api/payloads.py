@@ -16,7 +16,7 @@ from services.common.errors import InvalidInput
 from services.common.outputs import classify
 
 if TYPE_CHECKING:
-    from services.api.dataplane import Prediction
+    from services.api.predictor import Prediction
 
 
 def model_payload(model: ServedModel, prediction: Prediction, single: bool) -> dict:
