@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from loadtest.stackrun import groups_rss
 from tests.support.servers import Server, start_http_stack, worker_pids
 
 MAX_INFLIGHT = 8
@@ -26,6 +27,8 @@ READ_TIMEOUT = 3.0
 STALLED = 64  # well above the in-flight bound, well below the reading bound (256)
 NORMAL_BOUND_S = 1.0
 """What a normal request may take during an attack (the tiny model answers in a few ms)."""
+RSS_GROWTH = 0.10
+"""How much more memory the stack (gunicorn master and worker) may hold once an attack is over."""
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +81,14 @@ def worker_cpu_seconds(server: Server) -> float:
     return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
 
 
+def stack_rss(server: Server) -> int:
+    return sum(size for _, _, size in groups_rss([server.pid]).values())
+
+
 def test_stalled_bodies_do_not_lock_out_inference(server):
     with server.client() as client:
         normal_requests(client, 3)  # connected and warm
+        rss_before = stack_rss(server)
         start = time.monotonic()
         stalled = [stall(server) for _ in range(STALLED)]
         try:
@@ -91,10 +99,16 @@ def test_stalled_bodies_do_not_lock_out_inference(server):
         finally:
             for sock in stalled:
                 sock.close()
-    print(f"\n{STALLED} stalled bodies, in-flight bound {MAX_INFLIGHT}: normal client {figures(latencies)}")
+    time.sleep(0.5)
+    rss_after = stack_rss(server)
+    print(
+        f"\n{STALLED} stalled bodies, in-flight bound {MAX_INFLIGHT}: normal client {figures(latencies)}; "
+        f"RSS {rss_before >> 20} -> {rss_after >> 20} MB"
+    )
     assert during < READ_TIMEOUT, "the stalled connections must still be open while the normal client is measured"
     assert max(latencies) < NORMAL_BOUND_S
     assert ready == 200
+    assert rss_after <= rss_before * (1 + RSS_GROWTH)
 
 
 def test_a_stalled_request_gets_408_at_the_read_deadline_and_is_closed(server):
@@ -154,6 +168,7 @@ def test_a_huge_header_or_url_is_refused_with_431_at_once(server, what, around):
 
 def test_a_20_mb_header_attack_costs_the_worker_little(server):
     request = huge(HEADER, 20 << 20)  # built once: the attacker thread must not hold the GIL the client needs
+    rss_before = stack_rss(server)
     cpu = worker_cpu_seconds(server)
     data, elapsed = huge_request(server, request)
     cost = worker_cpu_seconds(server) - cpu
@@ -177,6 +192,11 @@ def test_a_20_mb_header_attack_costs_the_worker_little(server):
     finally:
         stop.set()
         attacker.join(timeout=60)
-    print(f"during {len(attacks)} 20 MB header attacks: normal client {figures(latencies)}")
+    rss_after = stack_rss(server)
+    print(
+        f"during {len(attacks)} 20 MB header attacks: normal client {figures(latencies)}; "
+        f"RSS {rss_before >> 20} -> {rss_after >> 20} MB"
+    )
     assert attacks and all(data.startswith(b"HTTP/1.1 431 ") for data in attacks)
     assert max(latencies) < NORMAL_BOUND_S
+    assert rss_after <= rss_before * (1 + RSS_GROWTH)
