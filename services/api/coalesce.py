@@ -70,22 +70,40 @@ Infer = Callable[[EncodedBatch], Awaitable[np.ndarray]]
 
 def encode_jobs(tokenizer: TextTokenizer, jobs: list[Job]) -> tuple[EncodedBatch | None, list[Job]]:
     """The jobs' texts tokenized in one call; on a ServingError, each job alone to find the failing ones, whose
-    futures get their error. Returns (encoding of the good jobs or None if there are none, the good jobs)."""
-    texts = [t for job in jobs for t in job.texts]
+    futures get their error. Returns (encoding of the good jobs or None if there are none, the good jobs).
+
+    Runs on the event loop's thread, where futures may be completed; a thread runs `tokenize_jobs` instead."""
+    encoded, good, failed = tokenize_jobs(tokenizer, jobs)
+    fail_jobs(failed)
+    return encoded, good
+
+
+def tokenize_jobs(
+    tokenizer: TextTokenizer, jobs: list[Job]
+) -> tuple[EncodedBatch | None, list[Job], list[tuple[Job, ServingError]]]:
+    """`encode_jobs` without touching a future, so that it may run on a thread: the failing jobs are returned with
+    their errors instead."""
     try:
-        return tokenizer.encode(texts, truncate=jobs[0].truncate), jobs
+        return tokenizer.encode([t for job in jobs for t in job.texts], truncate=jobs[0].truncate), jobs, []
     except ServingError:
-        good = []
+        good, failed = [], []
         for job in jobs:
             try:
                 tokenizer.encode(job.texts, truncate=job.truncate)
                 good.append(job)
             except ServingError as exc:
-                if not job.future.done():
-                    job.future.set_exception(exc)
+                failed.append((job, exc))
         if not good:
-            return None, []
-        return tokenizer.encode([t for job in good for t in job.texts], truncate=good[0].truncate), good
+            return None, [], failed
+        return tokenizer.encode([t for job in good for t in job.texts], truncate=good[0].truncate), good, failed
+
+
+def fail_jobs(failed: list[tuple[Job, ServingError]]) -> None:
+    """Each failing job's caller gets its error (one that has gone already is skipped). On the event loop only:
+    asyncio futures are not thread-safe."""
+    for job, exc in failed:
+        if not job.future.done():
+            job.future.set_exception(exc)
 
 
 class Coalescer:

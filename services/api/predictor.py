@@ -27,7 +27,7 @@ from observability import metrics
 from observability.metrics import stage
 from observability.tracing import current_span_sampled, record_span
 from services.api.budget import TokenBudget, estimate
-from services.api.coalesce import Coalescer, Job, encode_jobs
+from services.api.coalesce import Coalescer, Job, encode_jobs, fail_jobs, tokenize_jobs
 from services.common.backend import ServedModel
 from services.common.errors import PayloadTooLarge
 from services.common.memory import trimmer
@@ -132,9 +132,11 @@ class Predictor:
                 with stage(PREPROCESS):
                     if inline(0, sum(job.chars for job in jobs)):
                         return encode_jobs(tokenizer, jobs)
-                    return await asyncio.get_running_loop().run_in_executor(
-                        self.tokenizing, encode_jobs, tokenizer, jobs
+                    encoded, good, failed = await asyncio.get_running_loop().run_in_executor(
+                        self.tokenizing, tokenize_jobs, tokenizer, jobs
                     )
+                    fail_jobs(failed)  # back on the loop: futures are not thread-safe
+                    return encoded, good
 
             async def infer(encoded):
                 outputs = await self._run(alive(), encoded)  # alive: the callers riding this batch hold it

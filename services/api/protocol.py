@@ -9,10 +9,11 @@ as they stayed open.
 
 So this protocol counts the bytes of each request head as they arrive, before the parser sees them, and answers 431
 once the request line and headers pass `max_header_bytes`; and a request not in full (head and body) `read_timeout`
-seconds after its first byte gets 408. Both answers close the connection. A request that arrives in one read costs
-no more than a few attribute updates: the deadline's timer is armed only for a request still incomplete when a read
-ends. The bound on the head and the deadline start with the first read that holds only the request's own bytes: a
-pipelined request whose head begins in the read that ends the one before it is measured from the next read.
+seconds after its first byte (plus, for a declared body, its length at `min_body_rate`) gets 408. Both answers close
+the connection. A request that arrives in one read costs no more than a few attribute updates: the deadline's timer is
+armed only for a request still incomplete when a read ends. The bound on the head and the deadline start with the
+first read that holds only the request's own bytes: a pipelined request whose head begins in the read that ends the
+one before it is measured from the next read.
 
 The app sets the limits from its settings in its lifespan state (`LIMITS_KEY`), which uvicorn hands to every
 connection's protocol; without them (another server, a test app) the defaults below apply.
@@ -39,7 +40,10 @@ class HttpLimits:
     max_header_bytes: int = 64 * 1024
     """Request line and headers together at most (nginx's default buffers hold 32 KiB, Node.js takes 16 KiB)."""
     read_timeout: float = 10.0
-    """Seconds from a request's first byte to its last."""
+    """Seconds from a request's first byte to its last, plus the body's allowance below."""
+    min_body_rate: float = 64 * 1024
+    """Bytes a second a declared body must at least arrive at: a body of N bytes gets N / min_body_rate seconds more
+    (a 1 MiB upload over a slow link is not a stalled client)."""
 
 
 @cache
@@ -57,16 +61,27 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.reading_head = True
         """The next bytes belong to a request's head (also between requests)."""
         self.read_deadline: asyncio.TimerHandle | None = None
+        self.completed = 0
+        self.started = 0.0
+        """When the request now arriving began (loop time), once its deadline is armed."""
+        self.allowance = 0.0
+        """Seconds its declared body adds to the deadline."""
+        """Requests parsed in full on this connection: tells a head over the bound from pipelined requests."""
 
     def data_received(self, data: bytes) -> None:
         if self.reading_head:
             room = self.limits.max_header_bytes - self.head_bytes
             if len(data) > room:
+                completed = self.completed
                 super().data_received(data[:room])  # the head may end within what fits
                 if self.transport.is_closing():
                     return
                 if self.reading_head:
-                    return self._refuse_head()
+                    if self.completed == completed:
+                        return self._refuse_head()
+                    # pipelined: a request ended within what fitted and the next one's head began; the rest is
+                    # counted afresh (the bytes of that head already fed are not: fewer than max_header_bytes)
+                    return self.data_received(data[room:])
                 data = data[room:]
             else:
                 self.head_bytes += len(data)
@@ -76,6 +91,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             and self.read_deadline is None
             and not self.transport.is_closing()
         ):
+            self.started = self.loop.time()
             self.read_deadline = self.loop.call_later(self.limits.read_timeout, self._read_timed_out)
 
     def _incomplete(self) -> bool:
@@ -85,9 +101,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self.reading_head = False
         self.head_bytes = 0
+        declared = next((value for name, value in self.headers if name == b"content-length"), b"")
+        self.allowance = int(declared) / self.limits.min_body_rate if declared.isdigit() and len(declared) < 19 else 0.0
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
+        self.completed += 1
+        self.allowance = 0.0
         self.reading_head = True
         self.head_bytes = 0
         self._cancel_deadline()
@@ -126,6 +146,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             # the server is the one not reading (a pipelined request waits its turn, the app has not taken the
             # body yet): not the client's delay
             self.read_deadline = self.loop.call_later(self.limits.read_timeout, self._read_timed_out)
+            return
+        due = self.started + self.limits.read_timeout + self.allowance
+        if not self.reading_head and self.loop.time() < due:  # a big declared body: its allowance is not over
+            self.read_deadline = self.loop.call_later(due - self.loop.time(), self._read_timed_out)
             return
         timeout = self.limits.read_timeout
         log.info("408 to %s: the request was not in full %g s after its first byte", self._peer(), timeout)

@@ -50,7 +50,12 @@ def split_body(raw: bytes, header_length: str | None) -> tuple[bytes, bytes]:
     """The JSON header and the binary tail of an inference request."""
     if header_length is None:
         return raw, b""
-    if not header_length.isdigit() or int(header_length) > len(raw):
+    # ASCII digits only, and few of them: str.isdigit() accepts '²', which int() refuses, and int() refuses >4300 digits
+    if (
+        not (header_length.isascii() and header_length.isdigit())
+        or len(header_length) > 19
+        or int(header_length) > len(raw)
+    ):
         raise BadRequest(
             f"Inference-Header-Content-Length '{header_length[:20]}' does not fit the body of {len(raw)} bytes: "
             "send the JSON header's length in bytes"

@@ -106,6 +106,8 @@ class Supervisor:
             self.pool.shutdown(wait=False, cancel_futures=True)
             started = time.monotonic()
             log.info("stopping %s", ", ".join(w.spec.name for w in reversed(self.watched)))
+            stopped = {w.spec.name for w in self.watched if w.phase in ("backoff", "failed")}  # groups gone already
+            self.launcher.procs = [(spec, proc) for spec, proc in self.launcher.procs if spec.name not in stopped]
             self.launcher.stop_all()
             log.info("stopped in %.1fs", time.monotonic() - started)
 
@@ -177,10 +179,12 @@ class Supervisor:
     def _restart(self, watched: Watched, reason: str, now: float) -> None:
         """Stop what is left of the process's group, then start it again after its backoff, or give up."""
         name = watched.spec.name
-        stop_group(watched.proc.pid, self.settings.stop_grace)
+        was_ready = watched.phase == "running"
+        if watched.phase != "backoff":  # in backoff its group was stopped already: its pid may be another's now
+            stop_group(watched.proc.pid, self.settings.stop_grace)
         watched.check, watched.probe_failures = None, 0
         watched.last_reason, watched.last_restart_at = reason, time.time()
-        delay = watched.restarts.record(now)
+        delay = watched.restarts.record(now, was_ready)
         if delay is None:
             watched.phase = "failed"
             log.error(

@@ -111,7 +111,9 @@ class Controller:
             step(name)
         except Exception as exc:  # noqa: BLE001 - registry, Triton or gateway away: the loop must live on
             failures = self.failures[key] = self.failures.get(key, 0) + 1
-            delay = min(self.settings.max_backoff, self.settings.interval * 2**failures)
+            delay = min(
+                self.settings.max_backoff, self.settings.interval * 2 ** min(failures, 30)
+            )  # 2**1024 overflows a float
             self.backoff[key] = self.monotonic() + delay
             log.warning("%s failed (%s); retrying in %.0fs", key, exc, delay)
         else:

@@ -201,3 +201,21 @@ def test_a_batch_calls_the_backend_with_the_latest_deadline_of_its_requests(toke
 
     asyncio.run(scenario())
     assert seen == [10.0, 30.0, 10.0, None], "alone; then the latest of two; alone; none if one has none"
+
+
+def test_tokenizing_on_a_thread_leaves_the_futures_to_the_loop(tokenizer):
+    """A big batch is tokenized on a thread: the failing job's error comes back to be set on the loop (asyncio
+    futures are not thread-safe), and the good jobs are still encoded."""
+    from services.api.coalesce import Job, fail_jobs, tokenize_jobs
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        good = Job(["hello"], False, loop.create_future())
+        bad = Job([" ".join(["word"] * 500)], False, loop.create_future())  # over the maximum length, not truncated
+        encoded, kept, failed = await asyncio.to_thread(tokenize_jobs, tokenizer, [good, bad])
+        assert not good.future.done() and not bad.future.done(), "no future touched from the thread"
+        assert kept == [good] and encoded.shape[0] == 1 and [job for job, _ in failed] == [bad]
+        fail_jobs(failed)
+        assert isinstance(bad.future.exception(), InvalidInput)
+
+    asyncio.run(scenario())

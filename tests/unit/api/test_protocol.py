@@ -145,3 +145,43 @@ def test_a_request_that_arrived_is_never_timed_out():
 
     app, transport = asyncio.run(scenario())
     assert app.seen == [b"abcd"] and transport.written.startswith(b"HTTP/1.1 200 ") and not transport.closed
+
+
+def test_pipelined_requests_over_the_head_bound_in_one_read_are_all_answered():
+    """Many small requests sent back to back in one read add up to more than max_header_bytes: none of their heads
+    is over it, so every one is answered and the connection stays open."""
+
+    async def scenario():
+        app = EchoApp()
+        protocol, transport = connection(app, HttpLimits(max_header_bytes=1024))
+        protocol.data_received(head_of(300) * 5)  # 1,500 bytes in one read
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if transport.written.count(b"HTTP/1.1 200 ") == 5:
+                break
+        return app, transport
+
+    app, transport = asyncio.run(scenario())
+    assert transport.written.count(b"HTTP/1.1 200 ") == 5 and not transport.closed
+    assert app.seen == [b""] * 5
+
+
+def test_a_big_body_arriving_slowly_but_steadily_gets_its_allowance():
+    """The deadline grows with a declared body (its length at min_body_rate): a 1,000-byte body at 10 kB/s has
+    0.1 s more than read_timeout, so it is answered 200 past read_timeout; a stalled one still gets 408."""
+
+    async def scenario(rate_limited: bool):
+        app = EchoApp()
+        protocol, transport = connection(app, HttpLimits(read_timeout=0.05, min_body_rate=10_000))
+        protocol.data_received(b"POST /serve/minilm HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n")
+        if rate_limited:
+            for _ in range(10):
+                await asyncio.sleep(0.009)  # 100 bytes every 9 ms: 0.09 s in all, past read_timeout
+                protocol.data_received(b"x" * 100)
+        await asyncio.sleep(0.2)
+        return app, transport
+
+    app, transport = asyncio.run(scenario(True))
+    assert transport.written.startswith(b"HTTP/1.1 200 ") and app.seen == [b"x" * 1000]
+    app, transport = asyncio.run(scenario(False))
+    assert transport.written.startswith(b"HTTP/1.1 408 ") and transport.closed

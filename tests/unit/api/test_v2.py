@@ -79,6 +79,9 @@ def test_header_length_must_fit_and_json_must_parse():
         split_body(b"{}", "99")
     with pytest.raises(BadRequest, match="does not fit"):
         split_body(b"{}", "-1")
+    for not_a_length in ("\u00b2", "9" * 5000):  # isdigit() but not int(): '²', and past int()'s 4300 digits
+        with pytest.raises(BadRequest, match="does not fit"):
+            split_body(b"{}", not_a_length)
     with pytest.raises(BadRequest, match="malformed JSON"):
         parse((b"{nope", None))
     with pytest.raises(InvalidInput, match="JSON object"):

@@ -89,6 +89,17 @@ def test_triton_unavailable_is_retried_with_growing_backoff_and_the_version_is_n
     assert "deployment" not in world.registry.tags("m", version)
 
 
+def test_a_step_failing_for_days_keeps_its_backoff_at_the_cap(world):
+    """2**failures overflows a float past 1023 failures: the backoff must stay at its cap, not raise in the loop."""
+    world.triton.up = False
+    world.register()
+    key = "deploy_loading:emb"
+    world.tick()
+    world.controller.failures[key] = 5000
+    world.tick(world.controller.settings.max_backoff)
+    assert world.controller.backoff[key] == world.clock.now + world.controller.settings.max_backoff
+
+
 def test_an_unreachable_registry_backs_off_discovery_only(world):
     world.register()
     world.tick()

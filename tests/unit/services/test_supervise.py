@@ -141,3 +141,14 @@ def test_what_a_dead_supervisor_wrote_is_not_believed(tmp_path, tag):
     write_meta(tmp_path, {"name": SUPERVISOR, "pid": 999999999})
     assert status(tmp_path)[tag]["state"] == "running", "nothing restarts it: what runs is what counts"
     supervisor.launcher.stop_all()
+
+
+def test_a_process_that_never_gets_ready_is_given_up_however_slowly_its_restarts_come():
+    """Each readiness timeout takes longer than the window lets restarts add up: the restarts in a row that never
+    got the process ready are counted apart, and past max_restarts of them it is given up."""
+    history = RestartHistory(SupervisorSettings(backoff_initial=1, backoff_max=5, max_restarts=3, restart_window=60))
+    delays = [history.record(t, was_ready=False) for t in (0, 200, 400)]
+    assert None not in delays
+    assert history.record(600, was_ready=False) is None
+    history = RestartHistory(SupervisorSettings(backoff_initial=1, backoff_max=5, max_restarts=3, restart_window=60))
+    assert None not in [history.record(t, was_ready=t % 400 == 0) for t in range(0, 2000, 200)], "ready in between"
