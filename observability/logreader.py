@@ -64,6 +64,14 @@ def read(log_dir: Path, **filters) -> list[dict]:
     return sorted(entries, key=timestamp)
 
 
+def completion_share(log_dir: Path) -> float | None:
+    """The smallest share of successful requests that any server in the run logs its completion line for (each
+    API worker says so when it starts: `ApiSettings.completion_log_sample`); None when none said."""
+    everything = read(log_dir, service=None, request_id=None, trace_id=None, since=None)
+    shares = [e["completion_log_sample"] for e in everything if isinstance(e.get("completion_log_sample"), float)]
+    return min(shares, default=None)
+
+
 def follow(log_dir: Path, poll: float = 0.5, **filters) -> Iterator[dict]:
     """New lines of every log file as they are written (`--follow`)."""
     positions = {path: path.stat().st_size for path in Path(log_dir).glob("*.log")}

@@ -75,6 +75,12 @@ def create_app(
     (deadline, client gone), the /serve fast path, then FastAPI."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
+    share = settings.completion_log_sample  # `serving logs --request-id` reads it back when it finds no line
+    log.info(
+        "completion lines: every error, and a share of %g of the other requests",
+        share,
+        extra={"completion_log_sample": share},
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
@@ -112,4 +118,4 @@ def create_app(
     keys = load_keys(settings)
     if keys:
         inner = ApiKeyMiddleware(inner, keys, settings.protect_metrics)
-    return ObservabilityMiddleware(inner, service_name=service_name)
+    return ObservabilityMiddleware(inner, service_name=service_name, completion_sample=settings.completion_log_sample)

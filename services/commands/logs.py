@@ -7,7 +7,7 @@ import time
 
 import typer
 
-from services.common.cli import fail
+from services.common.cli import console, fail
 from services.common.settings import RunSettings
 
 
@@ -20,8 +20,8 @@ def logs(
     as_json: bool = typer.Option(False, "--json", help="The JSON lines themselves."),
 ) -> None:
     """Every process's log lines (run/logs/), merged in time order; a traceback prints under its line."""
+    from observability.logreader import completion_share, parse_since, read, render
     from observability.logreader import follow as follow_logs
-    from observability.logreader import parse_since, read, render
 
     log_dir = RunSettings().run_dir / "logs"
     if not log_dir.is_dir():
@@ -33,11 +33,26 @@ def logs(
         "since": time.time() - parse_since(since) if since else None,
     }
     show = (lambda e: print(json.dumps(e), flush=True)) if as_json else (lambda e: print(render(e), flush=True))
-    for entry in read(log_dir, **filters):
+    entries = read(log_dir, **filters)
+    for entry in entries:
         show(entry)
+    if request_id and not entries and not follow:
+        console.print(not_found(request_id, completion_share(log_dir)), markup=False, highlight=False)
+        raise typer.Exit(1)
     if follow:
         try:
             for entry in follow_logs(log_dir, **filters):
                 show(entry)
         except KeyboardInterrupt:
             pass
+
+
+def not_found(request_id: str, share: float | None) -> str:
+    """Why no line has the id: an error always writes its completion line, a success only at the sampled share."""
+    text = f"no log line has request id {request_id} in the run's logs"
+    if share is not None and share < 1:
+        text += (
+            f": errors always write their completion line, successful requests only {share:g} of them "
+            "(SERVING_/GATEWAY_COMPLETION_LOG_SAMPLE), so a 2xx may have been left out by that sampling"
+        )
+    return text

@@ -13,15 +13,23 @@ from rich.table import Table
 
 from services.common.settings import RunSettings
 
+WIDE = 10_000
+"""Columns of a `--wide` report: as many as its longest line needs (a table only takes the width its cells need)."""
+KNOBS = {"batching": ("triton", "clearml")}
+"""The stacks each knob applies to: Triton's dynamic batching means nothing to STACK=fastapi."""
 
-def status(as_json: bool = typer.Option(False, "--json", help="JSON on stdout, for scripts.")) -> None:
+
+def status(
+    as_json: bool = typer.Option(False, "--json", help="JSON on stdout, for scripts."),
+    wide: bool = typer.Option(False, "--wide", help="One line per row whatever the terminal's width (paths unfolded)."),
+) -> None:
     """Every process `serving` started (PID, state, ready, restarts, uptime, ports), the model and endpoints served,
     the URLs."""
     report = stack_report(RunSettings().run_dir)
     if as_json:
         print(json.dumps(report, indent=2))
     else:
-        print_report(report)
+        print_report(report, Console(width=WIDE) if wide else Console())
 
 
 def stack_report(run_dir: Path) -> dict:
@@ -32,6 +40,9 @@ def stack_report(run_dir: Path) -> dict:
 
     processes = [row | {"ready": process_ready(row)} for row in process_status(run_dir)]
     info = read_stack_info(run_dir) if processes else {}
+    for knob, stacks in KNOBS.items():
+        if info.get("stack") not in stacks:
+            info.pop(knob, None)
     if info.get("urls", {}).get("api") and info.get("stack") != "triton":
         try:
             ready = httpx.get(info["urls"]["api"] + "/health/ready", timeout=3).json()
@@ -56,14 +67,15 @@ def process_ready(row: dict) -> bool:
         return False
 
 
-def print_report(report: dict) -> None:
-    """`stack_report` for a person: a table of the processes, then the stack, its endpoints and URLs."""
-    out = Console()
+def print_report(report: dict, out: Console) -> None:
+    """`stack_report` for a person: a table of the processes, then the stack, its endpoints and URLs. Paths are
+    never cut: a log path too long for the terminal folds onto the next line of its cell (`--wide`: not even that)."""
     processes = report["processes"]
     if not processes:
         out.print("nothing is running (`make up` starts a stack)")
         return
-    table = Table("process", "pid", "state", "ready", "restarts", "uptime", "ports", "log")
+    table = Table("process", "pid", "state", "ready", "restarts", "uptime", "ports")
+    table.add_column("log", overflow="fold")
     for row in processes:
         uptime = f"{row['uptime_seconds']}s" if row.get("uptime_seconds") is not None else "-"
         ports = ",".join(map(str, row.get("ports", [])))
@@ -80,9 +92,11 @@ def print_report(report: dict) -> None:
     if "stack" not in report:
         return
     model = report["model"]
+    knobs = " ".join(f"{knob.upper()}={report[knob]}" for knob in KNOBS if knob in report)
     out.print(
-        f"STACK={report['stack']} WORKERS={report['workers']} BATCHING={report['batching']}: "
-        f"{model['name']} v{model['version']} ({model['task']}) from {model['dir']}"
+        f"STACK={report['stack']} WORKERS={report['workers']} {knobs}".rstrip() + ": "
+        f"{model['name']} v{model['version']} ({model['task']}) from {model['dir']}",
+        soft_wrap=True,  # a path stays whole, on one line
     )
     if "endpoints" in report:
         ready = "ready" if report.get("ready") else "not ready"
@@ -90,4 +104,4 @@ def print_report(report: dict) -> None:
     for problem, message in report.get("config_errors", {}).items():
         out.print(f"[red]not served[/] {problem}: {message}")
     for name, url in report["urls"].items():
-        out.print(f"{name:>15}: {url}")
+        out.print(f"{name:>15}: {url}", soft_wrap=True)

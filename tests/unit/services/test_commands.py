@@ -42,9 +42,36 @@ def test_status_shows_the_recorded_processes_and_the_stack_they_make_up(tmp_path
     assert "gateway" in table and "dead" in table and f"http://127.0.0.1:{options.port}/serve/" in table
 
 
+def test_status_shows_only_the_knobs_of_its_stack_and_whole_paths(tmp_path):
+    run_dir = tmp_path / ("a-run-directory-whose-path-is-longer-than-a-terminal-is-wide-" * 2)
+    run_dir.mkdir()
+    (run_dir / "fastapi.pid").write_text("999999999")
+    log = str(run_dir / "logs" / "fastapi.log")
+    (run_dir / "fastapi.json").write_text(json.dumps({"name": "fastapi", "pid": 999999999, "log": log}))
+    options = StackOptions(model_dir=unit_model_dir(tmp_path / "model"), run_dir=run_dir, stack="fastapi")
+    write_stack_info(options)
+    report = json.loads(serving(run_dir, "status", "--json").stdout)
+    assert report["processes"][0]["log"] == log and "batching" not in report
+    table = serving(run_dir, "status").stdout
+    assert "STACK=fastapi WORKERS=" in table and "BATCHING" not in table, "Triton's batching is no FastAPI knob"
+    assert "…" not in table and str(options.model_dir.resolve()) in table
+    folded = "".join(line.split("│")[-2].strip() for line in table.splitlines() if line.count("│") > 2)
+    assert log in folded, "the log path folds over lines of its cell, whole"
+    assert log in serving(run_dir, "status", "--wide").stdout, "--wide: on one line"
+
+
 def test_logs_without_a_log_directory_says_how_to_get_one(tmp_path):
     result = serving(tmp_path, "logs")
     assert result.exit_code == 2 and f"no logs in {tmp_path / 'logs'}" in result.output
+
+
+def test_logs_says_when_an_id_it_cannot_find_may_have_been_sampled_out(tmp_path):
+    (tmp_path / "logs").mkdir()
+    started = {"msg": "completion lines", "completion_log_sample": 0.1, "request_id": "-"}
+    (tmp_path / "logs" / "api.log").write_text(json.dumps(started) + "\n")
+    result = serving(tmp_path, "logs", "--request-id", "abc-1")
+    assert result.exit_code == 1 and "no log line has request id abc-1" in result.output
+    assert "only 0.1 of them" in result.output and "sampling" in result.output
 
 
 def test_up_refuses_a_batching_that_is_neither_on_nor_off(tmp_path):
