@@ -20,8 +20,23 @@ TIERS = ("unit", "integration", "e2e")
 EXPORTED_MODEL_FIXTURES = {"tiny_model", "tiny_classifier", "real_model", "fastapi_server"}
 
 
+MLFLOW_URI = "MLFLOW_TRACKING_URI"
+MLFLOW_URI_AT_START = os.environ.get(MLFLOW_URI)
+
+
 def pytest_configure(config):
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """`mlflow.set_tracking_uri` (the registry adapter calls it in-process) also sets MLFLOW_TRACKING_URI in
+    os.environ, so every process a later test starts (a controller, `serving train`) would use that test's store:
+    each test starts from the environment the session started with."""
+    if MLFLOW_URI_AT_START is None:
+        os.environ.pop(MLFLOW_URI, None)
+    else:
+        os.environ[MLFLOW_URI] = MLFLOW_URI_AT_START
 
 
 def pytest_collection_modifyitems(config, items):

@@ -60,7 +60,8 @@ def test_long_texts_truncate_at_256_not_128(real_server):
 
 
 def test_sigterm_drains_in_flight_requests(tmp_path, real_model):
-    server = start_http_stack(tmp_path, real_model, workers=2)
+    # a token budget for all four requests in one worker (gunicorn may hand them all to one): drained, not shed
+    server = start_http_stack(tmp_path, real_model, workers=2, env={"SERVING_MAX_CONCURRENT_TOKENS": "131072"})
     pid = server.pid
     texts = [" ".join(["serving"] * 300)] * 32  # each request takes seconds on this machine
 
