@@ -1,7 +1,5 @@
-"""Configured endpoints, of every engine the endpoint file declares: clearml-serving's preprocess -> engine ->
-postprocess, where the engine is a Triton model (`triton`), an exported model run in-process (`onnxruntime`) or the
-Preprocess class's own `process` (`custom`). Each endpoint is a `PipelineEndpoint`: the data plane calls its steps
-and times them."""
+"""Configured endpoints, of every engine the endpoint file declares (`engines`): clearml-serving's preprocess ->
+engine -> postprocess. Each endpoint is a `PipelineEndpoint`: the data plane calls its steps and times them."""
 
 from __future__ import annotations
 
@@ -17,6 +15,7 @@ from services.common.backend import Collect, EndpointKind
 from services.common.contract import Manifest
 from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
 from services.common.onnx_runner import OnnxModel
+from services.gateway import engines
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess, source_stamp
 from services.monitoring.statistics import EndpointMetrics
@@ -32,6 +31,8 @@ class ConfiguredEndpoint:
     triton: TritonClient
     preprocess_code: UserPreprocess | None
     onnx: OnnxModel | None
+    model: Any = None
+    """A model engine's model (sklearn, xgboost, lightgbm)."""
 
     kind = EndpointKind.PIPELINE
 
@@ -40,8 +41,12 @@ class ConfiguredEndpoint:
         return self.config.version or "1"
 
     @property
+    def engine(self) -> engines.Engine:
+        return engines.ENGINES[self.config.engine]
+
+    @property
     def stage(self) -> str:
-        return "triton" if self.config.engine == "triton" else "inference"
+        return self.engine.stage
 
     def accept(self, version: str | None) -> None:
         if version is not None and self.config.version is not None and version != self.config.version:
@@ -51,9 +56,25 @@ class ConfiguredEndpoint:
         return await self._user_step("preprocess", body, state, collect)
 
     async def process(self, data: Any, state: dict, collect: Collect) -> Any:
-        if self.preprocess_code and self.preprocess_code.has("process"):  # the custom engine, or an override
+        """The engine's step (`engines`): the user's `process` where the engine calls it, else the model."""
+        if self._calls_user_process():
             return await self._user_step("process", data, state, collect)
+        if self.model is not None:
+            try:
+                return await engines.predict(self.model, data)
+            except Exception as exc:  # noqa: BLE001 - the library refuses the data in its own way: the caller's 422
+                raise InvalidInput(
+                    f"the {self.config.engine} model of endpoint '{self.name}' cannot predict on the preprocess "
+                    f"output: {type(exc).__name__}: {exc}",
+                    param="process",
+                ) from None
         return await self._engine(data)
+
+    def _calls_user_process(self) -> bool:
+        code, calls = self.preprocess_code, self.engine.user_process
+        if code is None or calls == "never" or not code.has("process"):
+            return False
+        return calls == "always" or code.is_async("process")
 
     async def postprocess(self, data: Any, state: dict, collect: Collect) -> Any:
         return await self._user_step("postprocess", data, state, collect)
@@ -100,7 +121,10 @@ class ConfiguredEndpoint:
 
 def check_config(name: str, config: EndpointConfig) -> None:
     """What the configuration itself must say, with the fix; raised as ConfigurationError."""
-    if config.engine != "custom" and not config.outputs:
+    engine = engines.ENGINES[config.engine]
+    if problem := engines.missing(config.engine):
+        raise ConfigurationError(f"endpoint '{name}': {problem}")
+    if engine.tensors and not config.outputs:
         raise ConfigurationError(
             f"endpoint '{name}': field 'outputs' is empty: declare the model's outputs "
             "(`--output NAME:DTYPE:SHAPE`, e.g. --output embedding:FP32:-1,384)"
@@ -111,34 +135,46 @@ def check_config(name: str, config: EndpointConfig) -> None:
         raise ConfigurationError(
             f"endpoint '{name}': field 'model' is empty: give the exported model directory (`--model DIR`)"
         )
-    if config.engine == "custom" and not config.preprocess:
+    if engine.user_process == "always" and not config.preprocess:
         raise ConfigurationError(
-            f"endpoint '{name}': engine 'custom' needs field 'preprocess': a file whose class Preprocess has "
-            "process() (`--preprocess FILE`)"
+            f"endpoint '{name}': engine '{config.engine}' needs field 'preprocess': a file whose class Preprocess "
+            "has process() (`--preprocess FILE`)"
         )
+
+
+def model_file(config: EndpointConfig, base_dir: Path) -> str | None:
+    """The model file as `load()` and the model engines get it: a relative path that exists beside the endpoint
+    file is taken from there; anything else is passed as written."""
+    if config.model_file and not Path(config.model_file).is_absolute() and (base_dir / config.model_file).exists():
+        return str(base_dir / config.model_file)
+    return config.model_file
 
 
 def build_endpoint(
     name: str, config: EndpointConfig, triton: TritonClient, serving_url: str, base_dir: Path
 ) -> ConfiguredEndpoint:
-    """One entry of the endpoint file, loaded: its preprocess code imported (and its load() called), its
-    onnxruntime model opened; ConfigurationError (or whatever user code raises) if it cannot serve."""
+    """One entry of the endpoint file, loaded: its preprocess code imported (and its load() called), its model
+    opened; ConfigurationError (or whatever user code raises) if it cannot serve."""
     check_config(name, config)
+    file = model_file(config, base_dir)
     code = None
     if config.preprocess:
         code = UserPreprocess(
             base_dir / config.preprocess,
             ClearMLModelEndpoint.from_config(name, config),
-            model_file=config.model_file,
+            model_file=file,
             serving_url=serving_url,
         )
-    if config.engine == "custom" and not code.has("process"):
-        raise ConfigurationError(f"endpoint '{name}' is custom but its Preprocess has no process()")
-    onnx = None
+    engine = engines.ENGINES[config.engine]
+    if engine.user_process == "always" and not code.has("process"):
+        raise ConfigurationError(f"endpoint '{name}' is {config.engine} but its Preprocess has no process()")
+    onnx = model = None
     if config.engine == "onnxruntime":
         model_dir = base_dir / (config.model or "")
         onnx = OnnxModel(model_dir, Manifest.load(model_dir))
-    return ConfiguredEndpoint(name, config, triton, code, onnx)
+    if engine.module is not None:  # a model engine: the model load() returned, else the library's own loader
+        model = code.model if code is not None and code.model is not None else engines.load_model(config.engine, file)
+    return ConfiguredEndpoint(name, config, triton, code, onnx, model)
 
 
 class ConfiguredEndpoints:

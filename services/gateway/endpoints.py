@@ -28,9 +28,11 @@ SECTIONS = ("endpoints", "metrics")
 
 
 class EndpointConfig(BaseModel):
-    engine: Literal["triton", "onnxruntime", "custom"] = "triton"
-    """triton: send the preprocess output to a Triton model over gRPC; onnxruntime: run an exported model
-    in-process; custom: the preprocess class's own `process`."""
+    engine: Literal["triton", "onnxruntime", "custom", "custom_async", "sklearn", "xgboost", "lightgbm"] = "triton"
+    """clearml-serving's engines (`services.gateway.engines`): triton sends the preprocess output to a Triton model
+    over gRPC; custom and custom_async run the Preprocess class's own `process`; sklearn, xgboost and lightgbm load
+    `model_file` with their library and call its predict; onnxruntime (this project's own) runs an exported model
+    in-process."""
     model: str | None = None
     """triton: the Triton model name; onnxruntime: an exported model directory (manifest.json, model.onnx)."""
     model_version: str = ""
@@ -41,7 +43,8 @@ class EndpointConfig(BaseModel):
     """A Python file or package folder defining `class Preprocess` (clearml-serving's contract); a relative path is
     relative to the endpoint file's folder."""
     model_file: str | None = None
-    """Passed to `Preprocess.load(local_file_name)`."""
+    """The model file: passed to `Preprocess.load(local_file_name)`, and loaded by the sklearn, xgboost and lightgbm
+    engines; a relative path is relative to the endpoint file's folder."""
     inputs: list[TensorSpec] = Field(default_factory=list)
     outputs: list[TensorSpec] = Field(default_factory=list)
 

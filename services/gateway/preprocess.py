@@ -1,18 +1,21 @@
 """clearml-serving's preprocessing contract: a Python file (or a package folder with `__init__.py`) defining
 `class Preprocess` with any of
 
-    load(local_file_name)                                   -> model object (custom engine)
+    load(local_file_name)                                   -> model object (a model engine uses it if not None)
     preprocess(body, state, collect_custom_statistics_fn)   -> data for the engine
-    process(data, state, collect_custom_statistics_fn)      -> model output (custom engine)
+    process(data, state, collect_custom_statistics_fn)      -> model output (custom engines; see `engines`)
     postprocess(data, state, collect_custom_statistics_fn)  -> JSON-able dict
-    unload()                                                 <- when the endpoint is removed or the worker stops
+    unload()                                                 <- this project's addition: when the endpoint is
+                                                                replaced or removed, or the worker stops
 
-each sync or async, called as clearml-serving calls them: one instance per worker, a fresh `state` dict per request,
-`self.model_endpoint` with clearml-serving's field names (`ClearMLModelEndpoint`). Sync methods run on a worker
-thread and async ones on the event loop, so neither blocks the other requests of the worker.
-`self.send_request(endpoint, version, data)` calls another endpoint (sync, for sync methods) and
-`await self.async_send_request(endpoint, version, data)` does the same without blocking (async methods, pipelines
-of endpoints as clearml-serving's custom_async engine runs them); both go to `GATEWAY_SERVING_BASE_URL`.
+each sync or async: one instance per endpoint and worker, a fresh `state` dict per request, `self.model_endpoint`
+with clearml-serving's field names (`ClearMLModelEndpoint`). Sync methods run on a worker thread and async ones on
+the event loop, so neither blocks the worker's other requests.
+
+`self.send_request(endpoint, version, data)` calls another endpoint at `GATEWAY_SERVING_BASE_URL`, as
+clearml-serving's does: from sync code (on its thread) it returns the answer; from async code (on the event loop,
+clearml-serving's custom_async engine) it returns an awaitable, already started, so two calls made before either is
+awaited run at once. Either way the answer is the JSON dict, or None when the endpoint answered an error.
 """
 
 from __future__ import annotations
@@ -118,13 +121,13 @@ class UserPreprocess:
 
     def __init__(self, path: Path, endpoint: ClearMLModelEndpoint, *, model_file: str | None, serving_url: str):
         cls = load_preprocess_class(path)
-        self.serving_url = serving_url.rstrip("/")
-        cls.send_request = _send_request(self.serving_url)
-        cls.async_send_request = _async_send_request(self.serving_url)
+        self.requests = EndpointRequests(serving_url)
+        cls.send_request = self.requests.method()
         try:
             self.instance = cls()
             self.instance.model_endpoint = endpoint
             self.model = None
+            """What the user's load() returned (a model engine predicts with it when it is not None)."""
             if callable(getattr(self.instance, "load", None)):
                 self.model = self.instance.load(model_file)
         except Exception as exc:
@@ -132,6 +135,9 @@ class UserPreprocess:
 
     def has(self, method: str) -> bool:
         return callable(getattr(self.instance, method, None))
+
+    def is_async(self, method: str) -> bool:
+        return inspect.iscoroutinefunction(getattr(self.instance, method, None))
 
     async def call(self, method: str, data: Any, state: dict, collect: Callable[[dict], None]) -> Any:
         function = getattr(self.instance, method)
@@ -143,29 +149,57 @@ class UserPreprocess:
         return result
 
     def unload(self) -> None:
-        if self.has("unload"):
-            self.instance.unload()
+        try:
+            if self.has("unload"):
+                self.instance.unload()
+        finally:
+            self.requests.close()
 
 
-def _url(serving_url: str, endpoint: str, version: str | None) -> str:
-    path = f"{endpoint.strip('/')}/{version.strip('/')}" if version else endpoint.strip("/")
-    return f"{serving_url}/{path}"
+class EndpointRequests:
+    """`send_request` of one Preprocess class: HTTP calls to the gateway's endpoints, over pooled connections."""
+
+    TIMEOUT = 60.0
+
+    def __init__(self, serving_url: str):
+        self.serving_url = serving_url.rstrip("/")
+        self._client = httpx.Client(timeout=self.TIMEOUT)
+        self._async_client: httpx.AsyncClient | None = None
+
+    def url(self, endpoint: str, version: str | None) -> str:
+        path = f"{endpoint.strip('/')}/{version.strip('/')}" if version else endpoint.strip("/")
+        return f"{self.serving_url}/{path}"
+
+    def method(self) -> Callable[..., Any]:
+        requests = self
+
+        def send_request(_self, endpoint: str, version: str | None = None, data: dict | None = None) -> Any:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # sync code, on its worker thread: wait for the answer
+                return requests.send(endpoint, version, data)
+            return asyncio.ensure_future(requests.send_async(endpoint, version, data))
+
+        return send_request
+
+    def send(self, endpoint: str, version: str | None, data: dict | None) -> dict | None:
+        return _answer(self._client.post(self.url(endpoint, version), json=data))
+
+    async def send_async(self, endpoint: str, version: str | None, data: dict | None) -> dict | None:
+        if self._async_client is None:
+            self._async_client = httpx.AsyncClient(timeout=self.TIMEOUT)
+        return _answer(await self._async_client.post(self.url(endpoint, version), json=data))
+
+    def close(self) -> None:
+        self._client.close()
+        client, self._async_client = self._async_client, None
+        if client is not None:
+            try:
+                asyncio.get_running_loop().create_task(client.aclose())
+            except RuntimeError:  # no loop in this thread: its connections close when it is collected
+                pass
 
 
-def _send_request(serving_url: str):
-    def send_request(_self, endpoint: str, version: str | None = None, data: dict | None = None) -> dict | None:
-        response = httpx.post(_url(serving_url, endpoint, version), json=data, timeout=60)
-        return response.json() if response.is_success else None
-
-    return send_request
-
-
-def _async_send_request(serving_url: str):
-    async def async_send_request(
-        _self, endpoint: str, version: str | None = None, data: dict | None = None
-    ) -> dict | None:
-        async with httpx.AsyncClient(timeout=60) as client:
-            response = await client.post(_url(serving_url, endpoint, version), json=data)
-        return response.json() if response.is_success else None
-
-    return async_send_request
+def _answer(response: httpx.Response) -> dict | None:
+    """clearml-serving's answer to `send_request`: the JSON of a success, None for an error status."""
+    return response.json() if response.is_success else None

@@ -103,7 +103,8 @@ class FileWatcher:
         self._report()
         self._log_entry_errors()
         self._task: asyncio.Task | None = None
-        self._retiring: set[asyncio.Task] = set()
+        self._retiring: dict[asyncio.Task, EndpointSet] = {}
+        """Replaced sets waiting out `retire_after`, by the task that unloads them."""
 
     def _on_disk(self) -> tuple:
         """The file's stamp and those of the preprocess code the served set names, as they are now."""
@@ -140,12 +141,16 @@ class FileWatcher:
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
-        for task in self._retiring:
+        retiring = list(self._retiring.items())
+        self._retiring.clear()
+        for task, replaced in retiring:  # the worker stops: no request is left for them, unload them now
             task.cancel()
+            await asyncio.to_thread(replaced.unload)
         await asyncio.to_thread(self.current.unload)
 
     async def _retire(self, replaced: EndpointSet) -> None:
         await asyncio.sleep(self.retire_after)
+        self._retiring.pop(asyncio.current_task(), None)
         await asyncio.to_thread(replaced.unload)
 
     async def _run(self) -> None:
@@ -178,8 +183,7 @@ class FileWatcher:
         self._report()
         self._log_entry_errors()
         task = asyncio.get_running_loop().create_task(self._retire(previous))
-        self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
+        self._retiring[task] = previous
         log.info("configuration reloaded from %s", self.path)
 
 

@@ -25,7 +25,10 @@ def test_a_bad_entry_is_reported_and_the_others_are_kept(tmp_path):
     path.write_text('{"endpoints": {"a": {"engine": "tensorflow"}, "b": {"engine": "custom"}}}')
     read = EndpointsFile.read(path)
     assert list(read.endpoints) == ["b"]
-    assert read.invalid == {"a": "field 'engine': Input should be 'triton', 'onnxruntime' or 'custom'"}
+    assert read.invalid == {
+        "a": "field 'engine': Input should be 'triton', 'onnxruntime', 'custom', 'custom_async', 'sklearn', 'xgboost' "
+        "or 'lightgbm'"
+    }
 
 
 @pytest.mark.parametrize("text", ["{ not json", "[1, 2]", '{"endpoints": [1]}'])
