@@ -12,7 +12,7 @@ import orjson
 
 from services.api.body import parse_json
 from services.common.backend import ServedModel
-from services.common.errors import InvalidInput
+from services.common.errors import BadRequest, InvalidInput
 from services.common.outputs import classify
 
 if TYPE_CHECKING:
@@ -49,12 +49,24 @@ def dumps(payload: dict) -> bytes:
 
 
 def pipeline_body(raw: bytes, content_type: str | None) -> Any:
-    """What clearml-serving hands to `preprocess`: the parsed JSON for a JSON body, the raw bytes for any other
-    content type (images, audio, protobuf...). No content type, or curl's default form type, is read as JSON."""
+    """What clearml-serving's route hands to `preprocess` (FastAPI with a `bytes | dict` body): the parsed JSON for a
+    JSON content type (`application/json`, `application/*+json`) or none at all, the raw bytes for any other one
+    (images, audio, protobuf, and curl's default `application/x-www-form-urlencoded` too)."""
     kind = (content_type or "").split(";")[0].strip().lower()
-    if kind in ("", "application/x-www-form-urlencoded") or kind.endswith("json"):
+    main, _, sub = kind.partition("/")
+    if kind and not (main == "application" and (sub == "json" or sub.endswith("+json"))):
+        return raw
+    try:
+        if not raw:
+            raise BadRequest("empty request body: send the JSON the endpoint's preprocess reads")
         return parse_json(raw)
-    return raw
+    except BadRequest as exc:
+        if kind:
+            raise
+        raise BadRequest(
+            f"{exc.message}; a body without a Content-Type is read as JSON: send JSON, or name the body's type "
+            "(e.g. -H 'Content-Type: application/octet-stream') to have preprocess get the raw bytes"
+        ) from None
 
 
 def _jsonable(value: Any) -> Any:

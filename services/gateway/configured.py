@@ -53,7 +53,13 @@ class ConfiguredEndpoint:
             raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.config.version}'")
 
     async def preprocess(self, body: Any, state: dict, collect: Collect) -> Any:
-        return await self._user_step("preprocess", body, state, collect)
+        try:
+            return await self._user_step("preprocess", body, state, collect)
+        except InvalidInput as exc:
+            if not isinstance(body, bytes) or exc.param != "preprocess":
+                raise
+            hint = " (it got the body as bytes: for parsed JSON send -H 'Content-Type: application/json', or none)"
+            raise InvalidInput(exc.message + hint, param="preprocess") from None
 
     async def process(self, data: Any, state: dict, collect: Collect) -> Any:
         """The engine's step (`engines`): the user's `process` where the engine calls it, else the model."""
@@ -236,4 +242,6 @@ def validate_file(file: EndpointsFile, base_dir: Path) -> dict[str, str]:
     """Every problem the gateway would find in `file`, found the same way (preprocess files are imported and
     `load` is called, onnxruntime models are opened), without a running Triton."""
     offline = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)  # never called while building
-    return ConfiguredEndpoints.build(file, offline, "http://127.0.0.1:1/serve", base_dir).errors
+    built = ConfiguredEndpoints.build(file, offline, "http://127.0.0.1:1/serve", base_dir)
+    built.unload()  # every instance that got load() gets its unload()
+    return built.errors

@@ -6,7 +6,8 @@
     process(data, state, collect_custom_statistics_fn)      -> model output (custom engines; see `engines`)
     postprocess(data, state, collect_custom_statistics_fn)  -> JSON-able dict
     unload()                                                 <- this project's addition: when the endpoint is
-                                                                replaced or removed, or the worker stops
+                                                                replaced or removed, the worker stops, or
+                                                                `serving endpoints add` has checked the file
 
 each sync or async: one instance per endpoint and worker, a fresh `state` dict per request, `self.model_endpoint`
 with clearml-serving's field names (`ClearMLModelEndpoint`). Sync methods run on a worker thread and async ones on
@@ -165,6 +166,8 @@ class EndpointRequests:
         self.serving_url = serving_url.rstrip("/")
         self._client = httpx.Client(timeout=self.TIMEOUT)
         self._async_client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the async client belongs to (unload() runs on a thread; the client is closed on its loop)."""
 
     def url(self, endpoint: str, version: str | None) -> str:
         path = f"{endpoint.strip('/')}/{version.strip('/')}" if version else endpoint.strip("/")
@@ -187,17 +190,14 @@ class EndpointRequests:
 
     async def send_async(self, endpoint: str, version: str | None, data: dict | None) -> dict | None:
         if self._async_client is None:
-            self._async_client = httpx.AsyncClient(timeout=self.TIMEOUT)
+            self._async_client, self._loop = httpx.AsyncClient(timeout=self.TIMEOUT), asyncio.get_running_loop()
         return _answer(await self._async_client.post(self.url(endpoint, version), json=data))
 
     def close(self) -> None:
         self._client.close()
         client, self._async_client = self._async_client, None
-        if client is not None:
-            try:
-                asyncio.get_running_loop().create_task(client.aclose())
-            except RuntimeError:  # no loop in this thread: its connections close when it is collected
-                pass
+        if client is not None and self._loop is not None and not self._loop.is_closed():
+            asyncio.run_coroutine_threadsafe(client.aclose(), self._loop)  # works from unload()'s thread too
 
 
 def _answer(response: httpx.Response) -> dict | None:

@@ -5,64 +5,19 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from services.gateway.endpoints import EndpointConfig, EndpointsFile
+from services.gateway.endpoints import EndpointConfig, EndpointsFile, TensorSpec
 from services.triton.repository import RenderOptions
-from tests.support.servers import start_gateway, start_triton
+from tests.support.servers import start_gateway, start_triton, triton_metric
 
-BYTES = """
-class Preprocess(object):
-    def preprocess(self, body, state, collect_custom_statistics_fn=None):
-        return {"kind": type(body).__name__, "size": len(body)}
-
-    def process(self, data, state, collect_custom_statistics_fn=None):
-        return data
-"""
-
-STAGES = """
-import numpy as np
-
-
-class Preprocess:
-    def preprocess(self, body, state, collect_custom_statistics_fn=None):
-        if body.get("fail") == "preprocess":
-            raise ValueError("bad input")
-        return body
-
-    def process(self, data, state, collect_custom_statistics_fn=None):
-        if data.get("fail") == "process":
-            raise RuntimeError("model exploded")
-        return data
-
-    def postprocess(self, data, state, collect_custom_statistics_fn=None):
-        if data.get("fail") == "postprocess":
-            return {"broken": object()}
-        matrix = np.arange(6, dtype=np.float32).reshape(2, 3)
-        return {"scalar": np.float32(1.5), "count": np.int64(3), 7: "int key", "column": matrix[:, 1],
-                "endpoint": [self.model_endpoint.engine_type, self.model_endpoint.serving_url,
-                             self.model_endpoint.model_id, self.model_endpoint.version]}
-"""
-
-PIPELINE = """
-class Preprocess:
-    async def preprocess(self, body, state, collect_custom_statistics_fn=None):
-        return body
-
-    async def process(self, data, state, collect_custom_statistics_fn=None):
-        first = await self.async_send_request("stages", data={"x": 1})
-        return {"from_stages": first["count"], "x": data["x"]}
-
-
-"""
-
-SYNC_PIPELINE = """
-class Preprocess:
-    def process(self, data, state, collect_custom_statistics_fn=None):
-        return {"via_sync": self.send_request("stages", version=None, data={})["scalar"]}
-"""
+CODE = Path(__file__).parent / "clearml_preprocess"
+"""The preprocess files, one per endpoint (its name): clearml-serving users' code, as they write it."""
 
 PACKAGE_INIT = """
 from .helpers import double
@@ -78,42 +33,95 @@ class Preprocess:
 """
 
 
+ENCODER_TENSORS = {
+    "inputs": [
+        TensorSpec(name=n, dtype="INT64", shape=[-1, -1]) for n in ("input_ids", "attention_mask", "token_type_ids")
+    ],
+    "outputs": [TensorSpec(name="embedding", dtype="FP32", shape=[-1, 32])],
+}
+
+
+def sklearn_model(path) -> None:
+    """y = 2x + 1, fitted by scikit-learn and saved with joblib, as clearml-serving's sklearn examples save theirs."""
+    import joblib
+    from sklearn.linear_model import LinearRegression
+
+    x = np.array([[0.0], [1.0], [2.0], [3.0]])
+    joblib.dump(LinearRegression().fit(x, 2 * x[:, 0] + 1), path)
+
+
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory, tiny_model):
+    """One gateway worker for every test: sync send_request from a sync method, and async calls fanned out to the
+    same worker, must not deadlock it."""
     base = tmp_path_factory.mktemp("contract")
     triton = start_triton(base / "triton", tiny_model, RenderOptions(batching=True), models=("encoder",))
     run_dir = base / "gateway"
     run_dir.mkdir()
-    for name, source in (
-        ("bytes", BYTES),
-        ("stages", STAGES),
-        ("pipeline", PIPELINE),
-        ("sync_pipeline", SYNC_PIPELINE),
-    ):
-        (base / f"{name}.py").write_text(source)
     package = base / "package"
     package.mkdir()
     (package / "__init__.py").write_text(PACKAGE_INIT.replace("UNLOADED", repr(str(base / "unloaded.txt"))))
     (package / "helpers.py").write_text("def double(x):\n    return 2 * x\n")
-    endpoints = {
-        name: EndpointConfig(engine="custom", preprocess=str(base / f"{name}.py"), model="m", version="2")
-        for name in ("bytes", "stages", "pipeline", "sync_pipeline")
+    sklearn_model(base / "model.joblib")
+    engines = {
+        "fanout": "custom_async",
+        "regression": "sklearn",
+        "triton_template": "triton",
+        "triton_override": "triton",
     }
+    endpoints = {}
+    for name in sorted(path.stem for path in CODE.glob("*.py")):
+        engine = engines.get(name, "custom")
+        config = {"model": "m", "version": "2"} if engine == "custom" else {}
+        if engine == "triton":
+            config = {"model": "encoder", **ENCODER_TENSORS}
+        if engine == "sklearn":
+            config = {"model_file": str(base / "model.joblib")}
+        endpoints[name] = EndpointConfig(engine=engine, preprocess=str(CODE / f"{name}.py"), **config)
     endpoints["package"] = EndpointConfig(engine="custom", preprocess=str(package))
     EndpointsFile(endpoints=endpoints).write(run_dir / "endpoints.json")
-    server = start_gateway(run_dir, tiny_model, triton, env={"GATEWAY_ENDPOINTS_RETIRE_AFTER": "1"})
-    server.base = base
+    env = {"GATEWAY_ENDPOINTS_RETIRE_AFTER": "1"}
+    server = start_gateway(run_dir, tiny_model, triton, workers=1, env=env)
+    server.base, server.triton = base, triton
     yield server
     server.launcher.stop_all()
     triton.stop()
 
 
-def test_bodies_that_are_not_json_reach_preprocess_as_bytes(gateway):
+JSON_BODY = b'{"a": 1}'
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "kind"),
+    [
+        ("application/json", JSON_BODY, "dict"),
+        ("Application/JSON; charset=utf-8", JSON_BODY, "dict"),
+        ("application/vnd.api+json", JSON_BODY, "dict"),
+        (None, JSON_BODY, "dict"),
+        ("application/x-www-form-urlencoded", JSON_BODY, "bytes"),  # curl -d's default: bytes, as FastAPI gives them
+        ("text/plain", JSON_BODY, "bytes"),
+        ("application/x-ndjson", JSON_BODY, "bytes"),
+        ("image/png", b"\x89PNG\x00\x01", "bytes"),
+    ],
+)
+def test_the_body_reaches_preprocess_parsed_for_json_types_and_none_else_as_bytes(gateway, content_type, body, kind):
+    headers = {"content-type": content_type} if content_type else {}
     with gateway.client() as client:
-        raw = client.post("/serve/bytes", content=b"\x89PNG\x00\x01", headers={"content-type": "image/png"})
-        as_json = client.post("/serve/bytes", json={"a": 1})
-    assert raw.json() == {"kind": "bytes", "size": 6}
-    assert as_json.json() == {"kind": "dict", "size": 1}
+        response = client.post("/serve/bytes", content=body, headers=headers)
+    assert response.json() == {"kind": kind, "size": 1 if kind == "dict" else len(body)}
+
+
+def test_a_body_without_content_type_that_is_not_json_is_a_400_saying_what_to_send(gateway):
+    with gateway.client() as client:
+        untyped = client.post("/serve/bytes", content=b"\x89PNG\x00\x01")
+        form = client.post(
+            "/serve/stages", content=JSON_BODY, headers={"content-type": "application/x-www-form-urlencoded"}
+        )
+    assert untyped.status_code == 400
+    assert "without a Content-Type is read as JSON" in untyped.json()["error"]["message"]
+    assert "application/octet-stream" in untyped.json()["error"]["message"]
+    assert form.status_code == 422, "the user's code got bytes and failed on them: a hint says how to send JSON"
+    assert "-H 'Content-Type: application/json'" in form.json()["error"]["message"]
 
 
 def test_gzip_bodies_and_a_trailing_slash(gateway):
@@ -173,3 +181,58 @@ def test_a_package_folder_serves_and_its_edit_reloads_it_and_unload_runs(gateway
     while not (gateway.base / "unloaded.txt").exists():
         assert time.monotonic() < deadline, "unload() of the replaced Preprocess never ran"
         time.sleep(0.5)
+
+
+def test_each_request_gets_a_fresh_state_and_the_worker_keeps_one_instance(gateway):
+    with gateway.client() as client:
+        answers = [client.post("/serve/order", json={"n": n}).json() for n in (1, 2)]
+    for answer in answers:
+        assert answer["order"] == ["preprocess", "process", "postprocess"]
+        assert answer["state_at_preprocess"] == [], "state is a new dict for every request"
+    assert answers[1]["requests"] == answers[0]["requests"] + 1, "one Preprocess instance per endpoint and worker"
+
+
+def test_the_triton_engine_calls_an_async_process_override_but_not_the_templates_sync_process(gateway):
+    before = triton_metric(gateway.triton, "nv_inference_count", "encoder")
+    with gateway.client() as client:
+        override = client.post("/serve/triton_override", json={"a": 1})
+        template = client.post("/serve/triton_template", json={"ids": [1, 2, 3]})
+    assert override.json() == {"override": {"a": 1}}, "an async process replaces the call to Triton"
+    assert template.json() == {"shape": [1, 32], "process_called": False}, "a sync process is not called"
+    deadline = time.monotonic() + 10
+    while (count := triton_metric(gateway.triton, "nv_inference_count", "encoder")) < before + 1:
+        assert time.monotonic() < deadline, "Triton never counted the template's inference"
+        time.sleep(0.1)
+    assert count == before + 1, "only the template's request reached Triton"
+
+
+def test_a_model_engine_predicts_with_its_model_file_and_never_calls_process(gateway):
+    with gateway.client() as client:
+        response = client.post("/serve/regression", json={"x": 10.0})
+    assert response.status_code == 200, response.text
+    assert response.json() == {"y": [pytest.approx(21.0)]}
+
+
+def test_custom_async_send_requests_run_at_once_and_the_worker_keeps_answering(gateway, tmp_path):
+    """`fanout` sends two requests to `gate` before awaiting either; `gate` holds each until the test releases it.
+    Both are in flight at once on the one worker, whose /health/live answers meanwhile."""
+    answers: list = []
+    with gateway.client() as client:
+        waiting = threading.Thread(
+            target=lambda: answers.append(client.post("/serve/fanout", json={"dir": str(tmp_path)}))
+        )
+        waiting.start()
+        try:
+            deadline = time.monotonic() + 20
+            while not all((tmp_path / f"started-{i}").exists() for i in (1, 2)):
+                assert time.monotonic() < deadline, "the two calls were never in flight together"
+                time.sleep(0.05)
+            with gateway.client() as other:
+                assert other.get("/health/live").status_code == 200
+            assert waiting.is_alive(), "the pipeline is still waiting while the worker answers"
+        finally:
+            (tmp_path / "release").touch()
+            waiting.join(30)
+    first, second = answers[0].json()["answers"]
+    assert (first["i"], second["i"]) == (1, 2)
+    assert max(first["start"], second["start"]) < min(first["end"], second["end"]), "their server-side times overlap"

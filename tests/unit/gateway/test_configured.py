@@ -6,7 +6,7 @@ import pytest
 
 from services.common.backend import EndpointKind
 from services.common.errors import InvalidInput, NotFound
-from services.gateway.configured import ConfiguredEndpoints
+from services.gateway.configured import ConfiguredEndpoints, validate_file
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.triton.grpc_client import TritonClient
 
@@ -84,3 +84,17 @@ def test_a_configured_endpoint_is_a_pipeline_whose_steps_call_the_users_code(tmp
     with pytest.raises(InvalidInput, match="postprocess of endpoint 'e' failed: KeyError") as failed:
         asyncio.run(run([]))
     assert failed.value.param == "postprocess"
+
+
+def test_checking_a_file_unloads_every_instance_it_loaded(tmp_path):
+    (tmp_path / "pre.py").write_text(
+        "class Preprocess:\n"
+        "    def load(self, local_file_name):\n"
+        f"        open({str(tmp_path / 'log')!r}, 'a').write('load ')\n"
+        "    def process(self, data, state, collect=None):\n        return data\n"
+        "    def unload(self):\n"
+        f"        open({str(tmp_path / 'log')!r}, 'a').write('unload')\n"
+    )
+    file = EndpointsFile(endpoints={"e": EndpointConfig(engine="custom", preprocess="pre.py")})
+    assert validate_file(file, tmp_path) == {}
+    assert (tmp_path / "log").read_text() == "load unload"

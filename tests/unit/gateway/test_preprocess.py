@@ -1,6 +1,9 @@
 """clearml-serving's Preprocess contract: loading the user's file and calling its methods as clearml-serving does."""
 
 import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -26,10 +29,10 @@ class Preprocess:
 """
 
 
-def user_preprocess(tmp_path, source: str) -> UserPreprocess:
+def user_preprocess(tmp_path, source: str, serving_url: str = "http://127.0.0.1:1/serve/") -> UserPreprocess:
     path = tmp_path / "preprocess.py"
     path.write_text(source)
-    return UserPreprocess(path, {"name": "e"}, model_file="w.bin", serving_url="http://127.0.0.1:1/serve/")
+    return UserPreprocess(path, {"name": "e"}, model_file="w.bin", serving_url=serving_url)
 
 
 def test_methods_are_called_with_state_and_statistics_sync_or_async(tmp_path):
@@ -43,10 +46,73 @@ def test_methods_are_called_with_state_and_statistics_sync_or_async(tmp_path):
     assert collected == [{"x": 21}]
 
 
-def test_each_instance_gets_its_own_send_request_base_url(tmp_path):
-    pre = user_preprocess(tmp_path, "class Preprocess:\n    pass\n")
-    assert pre.serving_url == "http://127.0.0.1:1/serve"
-    assert callable(pre.instance.send_request)
+class Endpoints(BaseHTTPRequestHandler):
+    """Endpoints for send_request to call: `/{prefix}/echo[/version]` answers its path and body, `/x/fail` a 500, and
+    `/x/both` answers only once a second call is in at the same time (a barrier: calls one after the other fail)."""
+
+    both = threading.Barrier(2)
+
+    def do_POST(self):  # noqa: N802 - the handler's name
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        status, answer = 200, {"path": self.path, "data": body}
+        if self.path.endswith("/fail"):
+            status = 500
+        elif self.path.endswith("/both"):
+            try:
+                self.both.wait(timeout=10)
+            except threading.BrokenBarrierError:
+                status = 504
+        payload = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        return None
+
+
+@pytest.fixture(scope="module")
+def endpoints():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoints)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_send_request_from_sync_code_answers_and_each_instance_has_its_own_base_url(tmp_path, endpoints):
+    first = user_preprocess(tmp_path, "class Preprocess:\n    pass\n", serving_url=f"{endpoints}/a/")
+    second = user_preprocess(tmp_path, "class Preprocess:\n    pass\n", serving_url=f"{endpoints}/b")
+    assert first.instance.send_request("echo", "2", {"x": 1}) == {"path": "/a/echo/2", "data": {"x": 1}}
+    assert second.instance.send_request("/echo/", data={"y": 2}) == {"path": "/b/echo", "data": {"y": 2}}
+    assert first.instance.send_request("fail", data={}) is None, "an error status is None, as in clearml-serving"
+    first.unload()
+    second.unload()
+
+
+def test_send_request_from_async_code_is_a_started_task_so_two_calls_run_at_once(tmp_path, endpoints):
+    pre = user_preprocess(tmp_path, "class Preprocess:\n    pass\n", serving_url=f"{endpoints}/x")
+
+    async def fan_out():
+        first = pre.instance.send_request("both", data={"i": 1})
+        second = pre.instance.send_request("both", data={"i": 2})
+        assert isinstance(first, asyncio.Task), "awaitable, and already started"
+        answers = [await first, await second]  # awaited one after the other: the calls were in flight together
+        failed = await pre.instance.send_request("fail", None, {})
+        client = pre.requests._async_client
+        await asyncio.to_thread(pre.unload)  # as the watcher unloads: from a thread, the loop still running
+        for _ in range(100):
+            if client.is_closed:
+                break
+            await asyncio.sleep(0.01)
+        return answers, failed, client.is_closed
+
+    answers, failed, closed = asyncio.run(fan_out())
+    assert [answer["data"]["i"] for answer in answers] == [1, 2] and failed is None
+    assert closed, "unload() closes the async client on its own loop"
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,28 @@ def test_watcher_swaps_in_a_changed_file_and_keeps_the_last_good_one(tmp_path):
     asyncio.run(scenario())
 
 
+def test_sets_still_waiting_out_the_retire_delay_are_unloaded_when_the_worker_stops(tmp_path):
+    path = tmp_path / "endpoints.json"
+    write(path, {"a": {"engine": "custom"}})
+    watcher = FileWatcher(path, Names.load, interval=60, retire_after=3600)
+    first = watcher.current
+
+    async def scenario():
+        await watcher.start()
+        write(path, {"b": {"engine": "custom"}}, bump=1)
+        assert await watcher.check()
+        second = watcher.current
+        write(path, {"c": {"engine": "custom"}}, bump=2)
+        assert await watcher.check()
+        await asyncio.sleep(0.05)
+        assert not first.unloaded and not second.unloaded, "replaced sets wait out the retire delay"
+        await watcher.stop()
+        assert first.unloaded and second.unloaded, "the worker stops: nothing waits for them any more"
+        assert watcher.current.unloaded and not watcher._retiring
+
+    asyncio.run(scenario())
+
+
 def test_a_file_that_never_loaded_serves_nothing_and_says_why(tmp_path):
     path = tmp_path / "endpoints.json"
     path.write_text("[1]")
