@@ -91,6 +91,9 @@ COALESCED_TEXTS = Histogram(
     "Texts in each coalesced batch a worker sent to its backend (1: a request went alone)",
     buckets=(1, 2, 4, 8, 16, 32, 64, 128),
 )
+TRITON_RETRIES = Counter(
+    "serving_triton_retries_total", "Triton calls sent once more because their replica went away with them"
+)
 TOKENS = Counter("serving_tokens_total", "Tokens processed (after truncation)")
 TRUNCATED = Counter("serving_truncated_texts_total", "Texts truncated to the model's maximum length")
 CONFIG_ERRORS = Gauge(
@@ -98,6 +101,13 @@ CONFIG_ERRORS = Gauge(
     "Problems in a configuration file the server reads (its entries left out, or the whole file not applied)",
     ["file"],
     multiprocess_mode="max",
+)
+STATE_STORE_UP = Gauge(
+    "serving_state_store_up",
+    "1 while the shared deployment state store answers every worker, 0 while one cannot reach it (the last state it "
+    "read keeps serving), by the store's kind (sqlite, postgresql)",
+    ["backend"],
+    multiprocess_mode="livemin",  # labelled: a process that never polls a store (gunicorn's master) adds no sample
 )
 MODEL_INFO = Gauge(
     "serving_model_info",

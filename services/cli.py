@@ -5,19 +5,26 @@ from __future__ import annotations
 
 import typer
 
-from services.commands import analyze, logs, model, observability, stack, status, supervise
+from services.commands import analyze, logs, model, observability, stack, status, supervise, triton_agent
+from services.commands.multivalue import MultiValueGroup
 from services.gateway.endpoint_commands import endpoints_app
 from services.gateway.metrics_commands import metrics_app
 from services.lifecycle.cli import register_commands
 
-app = typer.Typer(help="Serve a Hugging Face transformer three ways and take it down again.", no_args_is_help=True)
+# Every group is a MultiValueGroup: an option that may be repeated also takes several values after one flag, as
+# clearml-serving's do (`--weights 0.1 0.9`, `--input-name a b c`).
+app = typer.Typer(
+    cls=MultiValueGroup,
+    help="Serve a Hugging Face transformer three ways and take it down again.",
+    no_args_is_help=True,
+)
 model_app = typer.Typer(
     help="Build models (ONNX + tokenizer + manifest), register them, and deploy, roll out or remove their versions.",
     no_args_is_help=True,
 )
-app.add_typer(model_app, name="model")
-app.add_typer(endpoints_app, name="endpoints")
-app.add_typer(metrics_app, name="metrics")
+app.add_typer(model_app, name="model", cls=MultiValueGroup)
+app.add_typer(endpoints_app, name="endpoints", cls=MultiValueGroup)
+app.add_typer(metrics_app, name="metrics", cls=MultiValueGroup)
 register_commands(model_app, app)
 # In this order in `--help`.
 model_app.command("build")(model.build)
@@ -30,6 +37,7 @@ app.command("status")(status.status)
 app.command("logs")(logs.logs)
 app.command("analyze")(analyze.analyze)
 app.command("supervise", hidden=True)(supervise.supervise)
+app.command("triton-agent")(triton_agent.triton_agent)
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.models import REAL_MODEL, export_tiny
+from tests.support.postgres import postgres  # noqa: F401 - the session's PostgreSQL server, started when asked for
 from tests.support.servers import Server, start_http_stack
 
 TIERS = ("unit", "integration", "e2e")

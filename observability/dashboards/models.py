@@ -36,8 +36,15 @@ def traffic() -> list[dict]:
 def statistics() -> list[dict]:
     """What goes in and comes out: the built-in statistics, the declared custom ones and the drift scores."""
     texts = f"{per_version('serving_endpoint_truncated_texts_total')} / {per_version('serving_endpoint_texts_total')}"
-    # Declared statistics carry their endpoint in the metric's name (serving_custom_<endpoint>_<variable>), not a label.
-    custom = summed("__name__, version", "", '__name__=~"serving_custom_.+_count"')
+    # Declared statistics carry their endpoint in the metric's name (serving_custom_<endpoint>_<variable>), not a label,
+    # and rate() drops the name: it is copied into a label first (a subquery), so that two variables of one version
+    # stay two series, each summed over every worker and pod.
+    counts, variable = (
+        '{__name__=~"serving_custom_.+_count"}',
+        '"variable", "${1}", "__name__", "serving_custom_(.+)_count"',
+    )
+    named = f"label_replace({counts}, {variable})"
+    custom = f"sum by (variable, version) (rate({named}[$__rate_interval:]))"
     drift = f"max by ({BY}, feature, method) (serving_drift_score{{{ENDPOINT}}})"
     return [
         panel(
@@ -58,7 +65,7 @@ def statistics() -> list[dict]:
             [(per_version("serving_endpoint_predicted_label_total", f"{BY}, label"), VERSION + " {{label}}")],
             "reqps",
         ),
-        panel("Declared custom statistics (observations per second)", [(custom, "{{__name__}} v{{version}}")], "none"),
+        panel("Declared custom statistics (observations per second)", [(custom, "{{variable}} v{{version}}")], "none"),
         panel(
             "Drift scores (PSI alert threshold 0.25)",
             [(drift, "{{method}} {{feature}} " + VERSION)],

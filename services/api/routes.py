@@ -87,6 +87,7 @@ async def ready(request: Request) -> JSONResponse:
     body = {"status": "ready" if ok else "not ready", "endpoints": catalog.names()}
     if config_errors := catalog.endpoints.errors():
         body["config_errors"] = config_errors  # the valid endpoints are served; these are not
+    body |= catalog.endpoints.health()  # e.g. the deployment state store unreachable: the last state serves on
     if catalog.builtin:
         body |= {"model": catalog.builtin.model.manifest.name, "version": catalog.builtin.model.version}
     return JSONResponse(body, status_code=200 if ok else 503, headers=None if ok else {"Retry-After": "1"})

@@ -84,6 +84,7 @@ def up(
 
     if batching not in ("on", "off"):
         fail(ValueError(f"BATCHING must be on or off, not '{batching}'"))
+    run = RunSettings()
     options = StackOptions(
         stack=stack,
         workers=workers,
@@ -91,7 +92,8 @@ def up(
         host=host,
         port=port,
         model_dir=model_dir,
-        run_dir=RunSettings().run_dir,
+        run_dir=run.run_dir,
+        state_url=run.state_url,
         padding=padding,
         endpoints_file=endpoints_file,
         otlp_endpoint=otlp_endpoint,

@@ -111,6 +111,9 @@ class EndpointResolver(Protocol):
     def errors(self) -> dict[str, str]:
         """Configuration problems: what is not served, and why (for readiness and status output)."""
 
+    def health(self) -> dict[str, str]:
+        """What `/health/ready` adds about the sources it follows (the deployment state store's reachability)."""
+
     def declared(self, name: str) -> Any:
         """The custom statistics declared for endpoint `name` (`services.monitoring.statistics.EndpointMetrics`)."""
 
@@ -129,6 +132,9 @@ class NoConfiguredEndpoints:
         return []
 
     def errors(self) -> dict[str, str]:
+        return {}
+
+    def health(self) -> dict[str, str]:
         return {}
 
     def declared(self, name: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from services.common.errors import ConfigurationError
 
@@ -26,16 +26,38 @@ REFERENCE_FILE = "reference.json"
 # controller's forward pass and its check through Triton): a short and a longer text, so two lengths are padded.
 WARMUP_TEXTS = ["warm up", "the quick brown fox jumps over the lazy dog"]
 
-# Triton / KServe v2 dtype names and their numpy types.
+# Triton / KServe v2 dtype names and their numpy types (BF16 has none).
 NUMPY_DTYPES: dict[str, type] = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
     "INT32": np.int32,
     "INT64": np.int64,
     "FP16": np.float16,
     "FP32": np.float32,
     "FP64": np.float64,
-    "BOOL": np.bool_,
     "BYTES": np.object_,
 }
+# The numpy names clearml-serving's `--input-type` takes (int64, float32, ...), each for its Triton name; `bytes` too.
+TRITON_NAMES: dict[str, str] = {np.dtype(t).name: name for name, t in NUMPY_DTYPES.items()} | {"bytes": "BYTES"}
+
+
+def triton_dtype(text: str) -> str:
+    """The Triton name of a dtype given by its Triton name (INT64, FP32; any case) or numpy name (int64, float32);
+    ValueError naming the allowed ones otherwise."""
+    if text.upper() in NUMPY_DTYPES:
+        return text.upper()
+    if text.lower() in TRITON_NAMES:
+        return TRITON_NAMES[text.lower()]
+    raise ValueError(
+        f"dtype '{text}' is not a tensor type: use a Triton name ({', '.join(NUMPY_DTYPES)}) "
+        f"or a numpy name ({', '.join(TRITON_NAMES)})"
+    )
+
 
 Task = Literal["embedding", "classification"]
 # Endpoint names of well-known models; any other model's endpoint is its name in lower case (`Manifest.endpoint_name`).
@@ -44,8 +66,13 @@ SHORT_NAMES = {"all-MiniLM-L6-v2": "minilm"}
 
 class TensorSpec(BaseModel):
     name: str
-    dtype: str = Field(description="Triton dtype name: INT64, FP32, BYTES, ...")
+    dtype: str = Field(description="Triton dtype name: INT64, FP32, BYTES, ... (numpy names are read as Triton's)")
     shape: list[int] = Field(description="Full shape including the batch axis; -1 marks a dynamic axis")
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, value: str) -> str:
+        return triton_dtype(value)
 
     @property
     def numpy_dtype(self) -> type:

@@ -20,6 +20,14 @@ class RunSettings(BaseSettings):
 
     run_dir: Path = Path("run")
     """The run directory (`SERVING_RUN_DIR`)."""
+    state_url: str | None = None
+    """The shared deployment state store (`SERVING_STATE_URL`) the stack's gateway and controller use; None: the
+    embedded SQLite file under the run directory (`default_state_url`)."""
+
+
+def default_state_url(run_dir: Path) -> str:
+    """The embedded deployment state store of a run directory: SQLite, `<run_dir>/lifecycle/state.db`."""
+    return f"sqlite:///{(Path(run_dir) / 'lifecycle' / 'state.db').resolve()}"
 
 
 class ObservabilitySettings(BaseModel):
@@ -48,6 +56,9 @@ class DriftSettings(BaseModel):
     """Seconds between two comparisons."""
     bins: int = Field(10, ge=2)
     """PSI bins (at the reference's quantiles) for continuous features."""
+    worker_scores: bool = True
+    """Each worker judges its own traffic (one host). Off (`GATEWAY_MONITORING__WORKER_SCORES=false`) where the
+    controller's fleet monitor judges drift on every worker's data merged (`CONTROLLER_PROMETHEUS_URL` set)."""
 
 
 class ApiSettings(BaseSettings):

@@ -1,10 +1,13 @@
 """ASGI entry point of the gateway: `gunicorn 'services.gateway.app:create_app()'`.
 
-One Triton gRPC client per worker, shared by the built-in endpoint, the registry-deployed endpoints (the lifecycle
-controller's deployment state) and the configured endpoints (clearml-serving preprocess code).
+One Triton gRPC client per worker, shared by the built-in endpoint, the registry-deployed endpoints (the shared
+deployment state, `SERVING_STATE_URL`) and the configured endpoints (clearml-serving preprocess code). One state
+store per worker, shared by its deployed endpoints and its admin API.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from services.api.app import StackParts
 from services.api.app import create_app as create_api
@@ -15,14 +18,18 @@ from services.gateway.deployed import DeployedEndpoints
 from services.gateway.endpoints import EndpointsFile
 from services.gateway.resolvers import ChainedResolver
 from services.gateway.settings import GatewaySettings
+from services.gateway.state_watcher import StoreWatcher
+from services.gateway.version_files import version_files
 from services.gateway.watcher import FileWatcher
 from services.lifecycle.admin import admin_router
+from services.lifecycle.state import DeploymentStore, EndpointState
 from services.monitoring.drift import DriftMonitor
 from services.triton.grpc_client import TritonClient
 
 
 def create_app(settings: GatewaySettings | None = None):
     settings = settings or GatewaySettings()
+    store = DeploymentStore.open(settings.state_url) if settings.state_url else None
 
     def parts(manifest: Manifest | None, monitor: DriftMonitor) -> StackParts:
         triton = TritonClient(
@@ -30,12 +37,24 @@ def create_app(settings: GatewaySettings | None = None):
         )
         buckets = settings.buckets or None
         resolvers = []
-        if settings.deployments_file is not None:
+        if store is not None:
             cache: dict = {}
+
+            def locate(name: str, endpoint: EndpointState, version: str) -> Path:
+                return version_files(
+                    name,
+                    endpoint.versions[version],
+                    settings.versions_dir,
+                    registered_name=endpoint.registered_name,
+                    tracking_uri=settings.registry_url,
+                )
+
             resolvers.append(
-                FileWatcher(
-                    settings.deployments_file.resolve(),
-                    lambda path: DeployedEndpoints.load(path, triton, buckets, cache, monitor.load_reference),
+                StoreWatcher(
+                    store,
+                    lambda state: DeployedEndpoints.build(
+                        state, triton, buckets, cache, monitor.load_reference, locate
+                    ),
                     settings.endpoints_poll_interval,
                 )
             )
@@ -54,5 +73,5 @@ def create_app(settings: GatewaySettings | None = None):
         return StackParts(TritonBackend(triton, model, manifest), ChainedResolver(*resolvers), buckets=buckets)
 
     return create_api(
-        settings, parts, service_name="gateway", builtin_required=False, routers=(admin_router(settings),)
+        settings, parts, service_name="gateway", builtin_required=False, routers=(admin_router(settings, store),)
     )

@@ -1,9 +1,10 @@
 """Registry-deployed endpoints: the live versions the lifecycle controller put into Triton, each with its own
-tokenizer and manifest, and the endpoint's traffic policy (newest version, canary split or rollout step). The
-deployment state file is followed by a `watcher.FileWatcher`, which serves a `DeployedEndpoints` snapshot of it."""
+tokenizer and manifest, and the endpoint's traffic policy (newest version, canary split or rollout step). The shared
+deployment state is followed by a `state_watcher.StoreWatcher`, which serves a `DeployedEndpoints` snapshot of it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from services.common.backend import EndpointKind, ServedModel
@@ -12,7 +13,7 @@ from services.common.errors import NotFound
 from services.common.tokenization import TextTokenizer
 from services.gateway.backend import TritonBackend
 from services.lifecycle.routing import effective_weights, pick
-from services.lifecycle.state import DeploymentStore
+from services.lifecycle.state import Deployments, EndpointState
 from services.monitoring.statistics import EndpointMetrics
 from services.triton.grpc_client import TritonClient
 
@@ -64,26 +65,31 @@ class DeployedEndpoints:
         """Nothing to release: a version no longer live is freed once its last request is done with it."""
 
     @classmethod
-    def load(
+    def build(
         cls,
-        path: Path,
+        state: Deployments,
         triton: TritonClient,
         buckets: list[int] | None,
         cache: dict[tuple[str, str], ServedModel] | None = None,
         on_new_version=None,
+        locate: Callable[[str, EndpointState, str], Path] | None = None,
     ) -> DeployedEndpoints:
-        """Versions already loaded by an earlier snapshot (`cache`) are reused: a traffic change costs no reload."""
+        """Versions already loaded by an earlier snapshot (`cache`) are reused: a traffic change costs no reload.
+        `locate(endpoint, state, version)` is where a version's manifest and tokenizer are on this host
+        (`version_files`); default: the state's `model_dir`."""
         cache = {} if cache is None else cache
         endpoints, used = {}, set()
-        for name, state in DeploymentStore(path).read().endpoints.items():
+        for name, endpoint in state.endpoints.items():
             models = {}
-            for version in state.live():  # every live version answers /serve/{endpoint}/{version}
+            for version in endpoint.live():  # every live version answers /serve/{endpoint}/{version}
                 key = (name, version)
                 if key not in cache:
-                    model_dir = Path(state.versions[version].model_dir or "")
+                    model_dir = (
+                        locate(name, endpoint, version) if locate else Path(endpoint.versions[version].model_dir or "")
+                    )
                     manifest = Manifest.load(model_dir)
                     tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length, buckets)
-                    run_id = state.versions[version].lineage.get("run", {}).get("id")
+                    run_id = endpoint.versions[version].lineage.get("run", {}).get("id")
                     backend = TritonBackend(triton, name, manifest, version)
                     cache[key] = ServedModel(name, version, manifest, tokenizer, backend, run_id)
                     if on_new_version is not None:  # e.g. the drift reference computed from its data set
@@ -91,7 +97,7 @@ class DeployedEndpoints:
                 models[version] = cache[key]
                 used.add(key)
             if models:
-                endpoints[name] = VersionedEndpoint(name, models, effective_weights(state))
+                endpoints[name] = VersionedEndpoint(name, models, effective_weights(endpoint))
         for key in set(cache) - used:  # versions no longer live
             del cache[key]
         return cls(endpoints)

@@ -4,6 +4,7 @@ Every change is applied under the file's lock to the file as it is then (`Endpoi
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import NoReturn
 
@@ -11,25 +12,15 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from services.common.errors import ConfigurationError, NotFound, ServingError
+from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
 from services.common.names import check_name, shown
+from services.gateway import engines
 
 console = Console(stderr=True, soft_wrap=True)  # one message, one line
 endpoints_app = typer.Typer(
     help="Edit the gateway's endpoint file; running workers pick changes up without a restart.", no_args_is_help=True
 )
 ENDPOINTS_FILE = typer.Option(Path("endpoints.json"), "--file", help="The endpoint file (GATEWAY_ENDPOINTS_FILE).")
-
-
-def _tensor(text: str):
-    """NAME:DTYPE:SHAPE, e.g. input_ids:INT64:-1,-1"""
-    from services.common.contract import TensorSpec
-
-    try:
-        name, dtype, shape = text.split(":")
-        return TensorSpec(name=name, dtype=dtype.upper(), shape=[int(d) for d in shape.split(",")])
-    except ValueError:
-        raise typer.BadParameter(f"'{text}' is not NAME:DTYPE:SHAPE (e.g. input_ids:INT64:-1,-1)") from None
 
 
 @endpoints_app.command("list")
@@ -53,46 +44,114 @@ def endpoints_list(file: Path = ENDPOINTS_FILE) -> None:
     Console().print(table)
 
 
+EngineName = StrEnum("EngineName", {name: name for name in engines.NAMES})
+TENSOR_HELP = {
+    "name": "{0} names, clearml-serving's form: --{1}-name a b (with --{1}-type and --{1}-size).",
+    "type": "One dtype per --{1}-name: a numpy name (int64, float32) or a Triton one (INT64, FP32).",
+    "size": 'One JSON shape per --{1}-name, the batch axis first: "[-1, -1]".',
+}
+
+
+def _tensor_option(direction: str, field: str) -> list[str]:
+    return typer.Option([], f"--{direction}-{field}", help=TENSOR_HELP[field].format(direction.title(), direction))
+
+
 @endpoints_app.command("add")
 def endpoints_add(
     name: str = typer.Argument(..., help="Endpoint name: served at /serve/NAME."),
-    engine: str = typer.Option("triton", help="triton | onnxruntime | custom"),
+    engine: EngineName = typer.Option(
+        "triton", help=f"Between preprocess and postprocess: {', '.join(engines.NAMES)}."
+    ),
     model: str = typer.Option(None, help="triton: Triton model name; onnxruntime: exported model directory."),
     model_version: str = typer.Option("", help="Triton model version ('' = latest)."),
     version: str = typer.Option(None, help="Version in /serve/NAME/VERSION (default: any)."),
     preprocess: Path = typer.Option(None, help="Python file with class Preprocess (clearml-serving contract)."),
-    model_file: str = typer.Option(None, help="Passed to Preprocess.load()."),
+    model_file: str = typer.Option(None, help="Passed to Preprocess.load(); the model of sklearn, xgboost, lightgbm."),
     input: list[str] = typer.Option(
-        [], "--input", help="NAME:DTYPE:SHAPE, repeat in the order preprocess returns them."
+        [], "--input", help="NAME:DTYPE:SHAPE, repeat in the order preprocess returns them (or --input-name ...)."
     ),
-    output: list[str] = typer.Option([], "--output", help="NAME:DTYPE:SHAPE, repeat for several outputs."),
+    input_name: list[str] = _tensor_option("input", "name"),
+    input_type: list[str] = _tensor_option("input", "type"),
+    input_size: list[str] = _tensor_option("input", "size"),
+    output: list[str] = typer.Option(
+        [], "--output", help="NAME:DTYPE:SHAPE, repeat for several outputs (or --output-name ...)."
+    ),
+    output_name: list[str] = _tensor_option("output", "name"),
+    output_type: list[str] = _tensor_option("output", "type"),
+    output_size: list[str] = _tensor_option("output", "size"),
+    triton_url: str = typer.Option(
+        None, help="Triton's gRPC address, to check the model and tensors (default: GATEWAY_TRITON_GRPC_URL)."
+    ),
     file: Path = ENDPOINTS_FILE,
 ) -> None:
     """Add or replace an endpoint. The whole resulting file is checked as the gateway checks it (preprocess files
-    imported, models opened); an invalid change is refused and the file is left as it was."""
-    from pydantic import ValidationError
+    imported, models opened), and a triton endpoint's model and tensors against Triton when it answers; an invalid
+    change is refused and the file is left as it was.
 
-    from services.gateway.endpoints import EndpointConfig
+    Dtypes are Triton names (INT64, FP32, BYTES...) or numpy names (int64, float32, object...); shapes start with
+    the batch axis, -1 for a dynamic one."""
+    from services.gateway.tensor_options import declared
 
     try:
-        config = EndpointConfig(
-            engine=engine,
+        inputs, listed_in = declared("input", input, input_name, input_type, input_size)
+        outputs, listed_out = declared("output", output, output_name, output_type, output_size)
+        config = _config(
+            engine=engine.value,
             model=model,
             model_version=model_version,
             version=version,
             preprocess=str(preprocess.resolve()) if preprocess else None,
             model_file=model_file,
-            inputs=[_tensor(t) for t in input],
-            outputs=[_tensor(t) for t in output],
+            inputs=inputs,
+            outputs=outputs,
         )
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        refuse(f"--{'-'.join(str(p) for p in error['loc']) or 'model'}: {error['msg'].removeprefix('Value error, ')}")
-    try:
+        listed = {direction for direction, used in (("input", listed_in), ("output", listed_out)) if used}
+        check_triton(config, triton_url, listed)
         add_endpoint(file, name, config)
     except ServingError as exc:
         refuse(exc.message)
     console.print(f"endpoint '{name}' written to {file}")
+
+
+def _config(**fields):
+    """The endpoint's configuration; InvalidInput naming the option (and the fix) when a field is wrong, or when the
+    engine's library is not installed."""
+    from pydantic import ValidationError
+
+    from services.gateway.endpoints import EndpointConfig
+
+    if problem := engines.missing(fields["engine"]):
+        raise InvalidInput(problem)
+    try:
+        return EndpointConfig(**fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        option = "-".join(str(p) for p in error["loc"]) or "model"
+        raise InvalidInput(f"--{option}: {error['msg'].removeprefix('Value error, ')}") from None
+
+
+def check_triton(config, url: str | None, listed: set[str]) -> None:
+    """A triton endpoint's model and tensors against Triton's own (`services.triton.metadata`), at `url`, else the
+    gateway's GATEWAY_TRITON_GRPC_URL: the address the gateway sends this endpoint's requests to. ServingError with
+    the fix, in the form the tensors were given in (`listed`: the directions given as lists). A Triton that does not
+    answer is said in one line and nothing is checked."""
+    if config.engine != "triton" or not config.model:
+        return
+    from services.gateway.settings import GatewaySettings
+    from services.gateway.tensor_options import fix
+    from services.triton.metadata import TritonUnreachable, differences, model_tensors
+
+    url = url or GatewaySettings().triton_grpc_url
+    try:
+        found = model_tensors(url, config.model, config.model_version)
+    except TritonUnreachable as exc:
+        console.print(
+            f"note: {exc}: Triton model '{config.model}' and its tensors not checked "
+            "(--triton-url HOST:PORT names Triton's gRPC address)"
+        )
+        return
+    if problems := differences(found, config.inputs, config.outputs, fix(listed)):
+        raise ConfigurationError("; ".join(problems) + " (nothing written)")
 
 
 def add_endpoint(file: Path, name: str, config) -> None:

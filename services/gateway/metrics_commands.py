@@ -56,13 +56,15 @@ def _variables(scalar: list[str], enum: list[str], value: list[str], counter: li
 def metrics_add(
     endpoint: str = typer.Argument(..., help="The endpoint (built-in, deployed or configured)."),
     variable_scalar: list[str] = typer.Option(
-        [], "--variable-scalar", help="NAME=b1,b2,...: histogram with these buckets."
+        [], "--variable-scalar", help="NAME=b1,b2,...: histogram with these buckets; several: x=0,1 y=1,5."
     ),
     variable_enum: list[str] = typer.Option(
-        [], "--variable-enum", help="NAME=v1,v2,...: count per value (else 'other')."
+        [], "--variable-enum", help="NAME=v1,v2,...: count per value (else 'other'); several: a=x,y b=z."
     ),
-    variable_value: list[str] = typer.Option([], "--variable-value", help="NAME: last value (gauge) and a summary."),
-    variable_counter: list[str] = typer.Option([], "--variable-counter", help="NAME: a counter (adds the value)."),
+    variable_value: list[str] = typer.Option(
+        [], "--variable-value", help="NAME ...: last value (gauge) and a summary."
+    ),
+    variable_counter: list[str] = typer.Option([], "--variable-counter", help="NAME ...: a counter (adds the value)."),
     log_frequency: float = typer.Option(None, min=0.0, max=1.0, help="Fraction of requests recorded (default 1)."),
     file: Path = ENDPOINTS_FILE,
 ) -> None:
@@ -106,7 +108,9 @@ def metrics_list(file: Path = ENDPOINTS_FILE) -> None:
 @metrics_app.command("remove")
 def metrics_remove(
     endpoint: str = typer.Argument(...),
-    variable: list[str] = typer.Option([], "--variable", help="Variables to remove; none: all of the endpoint's."),
+    variable: list[str] = typer.Option(
+        [], "--variable", help="Variables to remove (--variable a b); none: all of the endpoint's."
+    ),
     file: Path = ENDPOINTS_FILE,
 ) -> None:
     """Remove declared variables (all of them: also an entry the gateway reports invalid, whatever its name)."""

@@ -24,6 +24,9 @@ class ChainedResolver:
     def errors(self) -> dict[str, str]:
         return {key: error for resolver in self.resolvers for key, error in resolver.errors().items()}
 
+    def health(self) -> dict[str, str]:
+        return {key: value for resolver in self.resolvers for key, value in resolver.health().items()}
+
     def declared(self, name: str) -> EndpointMetrics | None:
         return next((found for r in self.resolvers if (found := r.declared(name)) is not None), None)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from services.common.settings import ApiSettings
@@ -14,7 +14,10 @@ class GatewaySettings(ApiSettings):
     model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_nested_delimiter="__", extra="ignore")
 
     triton_grpc_url: str = "127.0.0.1:8001"
-    """Triton's gRPC address."""
+    """Triton's gRPC address: `HOST:PORT` (one Triton), `IP:PORT,IP:PORT,...` (several replicas) or
+    `dns:///NAME:PORT` (every address NAME resolves to: a Kubernetes headless Service). With several replicas each
+    worker connects to every one and sends each call to the next (gRPC's round_robin); a replica that goes away is
+    left out within seconds and a call lost with it is sent once more (`services.triton.target`)."""
     coalesce: bool = True
     """Join each worker's concurrent requests into one tokenizer call and one Triton request (fewer, larger
     requests for Triton; no delay for a lone request)."""
@@ -40,8 +43,15 @@ class GatewaySettings(ApiSettings):
     """Seconds replaced preprocess instances stay loaded (their requests in flight finish) before unload() runs."""
     serving_base_url: str | None = None
     """Where preprocess code's `send_request` sends (clearml-serving's serving base URL); default: this gateway."""
-    deployments_file: Path | None = None
-    """Deployment state of registry-deployed endpoints, written by the lifecycle controller and the admin API."""
+    state_url: str | None = Field(None, validation_alias=AliasChoices("SERVING_STATE_URL", "state_url"))
+    """The shared deployment state of registry-deployed endpoints (`SERVING_STATE_URL`, the controller's too),
+    changed by the controller and the admin API; None: no deployed endpoints and no admin API state. `serving up` sets
+    the embedded SQLite file; a fleet a PostgreSQL URL (`services.lifecycle.state`)."""
+    registry_url: str | None = Field(None, validation_alias=AliasChoices("MLFLOW_TRACKING_URI", "registry_url"))
+    """The registry's tracking server (`MLFLOW_TRACKING_URI`, an http(s) URL of `mlflow server --serve-artifacts`):
+    where a gateway on another host than the controller fetches a deployed version's manifest and tokenizer."""
+    versions_dir: Path = Path("run") / "gateway" / "versions"
+    """Where this gateway keeps the files of deployed versions it fetched from the registry."""
     admin_token: SecretStr | None = None
     """Bearer token of the admin API (`/admin/...`); or read from `admin_token_file`. Neither: the admin API is off."""
     admin_token_file: Path | None = None

@@ -128,6 +128,9 @@ class FileWatcher:
             errors[self.path.name] = redact_paths(self.error, self.path.parent) + " (still serving the previous one)"
         return errors
 
+    def health(self) -> dict[str, str]:
+        return {}
+
     def _report(self) -> None:
         metrics.CONFIG_ERRORS.labels(self.path.name).set(len(self.errors()))
 

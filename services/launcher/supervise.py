@@ -103,13 +103,17 @@ class Supervisor:
                 time.sleep(self.settings.tick)
             return 0
         finally:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            started = time.monotonic()
-            log.info("stopping %s", ", ".join(w.spec.name for w in reversed(self.watched)))
-            stopped = {w.spec.name for w in self.watched if w.phase in ("backoff", "failed")}  # groups gone already
-            self.launcher.procs = [(spec, proc) for spec, proc in self.launcher.procs if spec.name not in stopped]
-            self.launcher.stop_all()
-            log.info("stopped in %.1fs", time.monotonic() - started)
+            self.stop()
+
+    def stop(self) -> None:
+        """Stop every process, last first (the ones in backoff or given up on are stopped already)."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        started = time.monotonic()
+        log.info("stopping %s", ", ".join(w.spec.name for w in reversed(self.watched)))
+        stopped = {w.spec.name for w in self.watched if w.phase in ("backoff", "failed")}  # groups gone already
+        self.launcher.procs = [(spec, proc) for spec, proc in self.launcher.procs if spec.name not in stopped]
+        self.launcher.stop_all()
+        log.info("stopped in %.1fs", time.monotonic() - started)
 
     def tick(self) -> None:
         """One look at every process: start the ones whose backoff is over, restart the dead, run the checks."""

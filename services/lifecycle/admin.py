@@ -2,8 +2,9 @@
 (auto-update, canary, rollout, removal) and read it back. Every route needs `Authorization: Bearer <admin token>`.
 Also `GET /models/{endpoint}`: the lineage of what each live version is, open like the health routes.
 
-The routes only change the deployment state; the lifecycle controller carries the changes out (fetch, load into
-Triton, warm up, drain) and the gateway's workers pick the new traffic policy up from the same file.
+The routes only change the shared deployment state (`services.lifecycle.state`); the lifecycle controller carries the
+changes out (fetch, load into Triton, warm up, drain) and every gateway's workers pick the new traffic policy up from
+the same store.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from services.common.errors import ConfigurationError, NotFound, Unauthorized, U
 from services.common.names import NAME_MAX_LENGTH, NAME_PATTERN, validated_name
 from services.lifecycle import transitions
 from services.lifecycle.routing import effective_weights
-from services.lifecycle.state import DeploymentStore, EndpointState
+from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable
 
 log = logging.getLogger(__name__)
 Endpoint = Annotated[
@@ -112,9 +113,9 @@ def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], f
 
 
 class GuardedStore:
-    """The deployment state as the routes use it: a state file that cannot be read (hand-edited, truncated) is a
-    503 with a generic message and the request id; its path and the parser's text go to the log only, never to a
-    caller (`GET /models/{endpoint}` is open)."""
+    """The deployment state as the routes use it: a state that cannot be read (invalid, hand-edited) or a store that
+    cannot be reached is a 503 with a generic message and the request id; the store's address and the parser's or
+    driver's text go to the log only, never to a caller (`GET /models/{endpoint}` is open)."""
 
     def __init__(self, store: DeploymentStore):
         self.store = store
@@ -123,11 +124,12 @@ class GuardedStore:
     def _unreadable_is_unavailable(self) -> Iterator[None]:
         try:
             yield
-        except ConfigurationError as exc:
-            log.error("the admin API cannot use the deployment state: %s", exc.message)
+        except (ConfigurationError, StateStoreUnavailable) as exc:
+            log.error("the admin API cannot use the deployment state in %s: %s", self.store.url, exc.message)
             raise Unavailable(
-                "the deployment state cannot be read; the server log has why, under this request id "
-                "(`serving logs --request-id`)"
+                "the deployment state cannot be read now; the server log has why, under this request id "
+                "(`serving logs --request-id`)",
+                retry_after=1.0,
             ) from None
 
     def read(self):
@@ -139,10 +141,11 @@ class GuardedStore:
             return self.store.update(change)
 
 
-def admin_router(settings) -> APIRouter:
-    """`/admin/...` behind the admin token, and the open `GET /models/{endpoint}`. The routes are plain functions:
-    FastAPI runs them in its thread pool, so the state file's lock and writes never block the worker's event loop."""
-    store = GuardedStore(DeploymentStore(settings.deployments_file)) if settings.deployments_file else None
+def admin_router(settings, store: DeploymentStore | None) -> APIRouter:
+    """`/admin/...` behind the admin token, and the open `GET /models/{endpoint}`, over `store` (None: no deployment
+    state configured). The routes are plain functions: FastAPI runs them in its thread pool, so the store's queries
+    never block the worker's event loop."""
+    store = GuardedStore(store) if store is not None else None
     router = APIRouter()
     router.include_router(_admin_routes(store, _authorizer(store, _token(settings))))
     router.include_router(_lineage_routes(store))
@@ -160,7 +163,7 @@ def _authorizer(store: GuardedStore | None, expected: str | None) -> Callable[[R
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
             raise Unauthorized("send the admin token as 'Authorization: Bearer <token>' (run/admin-token)")
         if store is None:
-            raise Unavailable("no deployment state is configured (GATEWAY_DEPLOYMENTS_FILE)")
+            raise Unavailable("no deployment state is configured (SERVING_STATE_URL)")
         return store
 
     return authorized

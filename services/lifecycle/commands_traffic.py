@@ -24,13 +24,18 @@ def auto_update(
 
 def canary(
     endpoint: str = typer.Argument(...),
-    weights: list[float] = typer.Option(..., "--weights", help="One weight per version, e.g. 0.1 0.9."),
-    versions: list[str] = typer.Option(None, "--versions", help="Versions, in the order of the weights."),
+    weights: list[float] = typer.Option(..., "--weights", help="One weight per version: --weights 0.1 0.9."),
+    versions: list[str] = typer.Option(
+        None, "--versions", help="The versions, in the order of the weights: --versions 2 1."
+    ),
     newest: int = typer.Option(None, "--newest", help="Or: the newest N live versions, newest first."),
     url: str = URL,
     token: str = TOKEN,
 ) -> None:
-    """Split ENDPOINT's traffic by weight (send `x-canary-key` to keep a caller on one version)."""
+    """Split ENDPOINT's traffic by weight (send `x-canary-key` to keep a caller on one version). An option may also
+    be repeated: --weights 0.1 --weights 0.9."""
+    if versions and len(versions) != len(weights):
+        fail(f"--versions has {len(versions)} values and --weights {len(weights)}: give one weight per version")
     body = {"weights": weights, "versions": versions or None, "newest": newest}
     print_json(AdminApi.for_command(url, token).call("PUT", endpoint_path(endpoint, "canary"), body))
 

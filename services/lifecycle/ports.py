@@ -1,6 +1,6 @@
 """What the controller needs of the parts outside it, as Protocols: the registry (MLflow in production,
 `services.registry.mlflow_registry.ModelRegistry`), Triton's model control
-(`services.triton.model_control.TritonModels`) and the gateway's per-version metrics. The real adapters satisfy
+(`services.triton.model_control.TritonModels`) and the gateways' per-version metrics. The real adapters satisfy
 them structurally (no inheritance); the unit tests drive the controller with fakes of the same shape."""
 
 from __future__ import annotations
@@ -65,6 +65,15 @@ class TritonControl(Protocol):
 
 
 class GatewayMetrics(Protocol):
-    def snapshot(self, endpoint: str) -> Snapshot:
-        """The gateway's per-version request, error and latency counters of `endpoint` now."""
+    """The per-version request, error and latency counters of an endpoint summed over every gateway: read from each
+    gateway's /metrics, or from Prometheus (`services.lifecycle.controller.gateway_metrics`)."""
+
+    def mark(self, endpoint: str) -> dict:
+        """What a window that starts now is measured from: kept in the state as the rollout step's baseline, so that a
+        restarted controller judges the same window."""
+        ...
+
+    def window(self, endpoint: str, baseline: dict, started: float, now: float) -> Snapshot | None:
+        """What `endpoint`'s versions answered from `started` (when `baseline` was marked; wall clock) to `now`, over
+        the whole fleet; None when `baseline` is not one this source can measure from (start a fresh window)."""
         ...

@@ -1,7 +1,9 @@
 """Judging a rollout step: the new version's error rate and p99 latency against the stable version's, over the
-dwell window, from the gateway's own per-version metrics (`serving_endpoint_requests_total`,
-`serving_endpoint_latency_seconds`). Pure functions: a snapshot is parsed from /metrics text, a window is the
-difference of two snapshots, a decision is made from a window."""
+dwell window, from the gateways' per-version metrics (`serving_endpoint_requests_total`,
+`serving_endpoint_latency_seconds`) summed over the fleet. Pure functions: a snapshot is parsed from /metrics text, a
+window is the difference of two snapshots (`fleet_window`: of every gateway's, summed), a decision is made from a
+window. Where the windows come from (every gateway read, or Prometheus) is `services.lifecycle.controller
+.gateway_metrics`."""
 
 from __future__ import annotations
 
@@ -57,6 +59,31 @@ def window(before: Snapshot, after: Snapshot) -> Snapshot | None:
             return None
         result.versions[version] = delta
     return result
+
+
+def add(total: Snapshot, more: Snapshot) -> Snapshot:
+    """The two snapshots' counters summed, version by version and bucket by bucket."""
+    result = total.model_copy(deep=True)
+    for version, counters in more.versions.items():
+        into = result.versions.setdefault(version, VersionCounters())
+        into.requests += counters.requests
+        into.errors += counters.errors
+        for le, n in counters.buckets.items():
+            into.buckets[le] = into.buckets.get(le, 0.0) + n
+    return result
+
+
+def fleet_window(before: dict[str, Snapshot], after: dict[str, Snapshot]) -> Snapshot:
+    """What every gateway answered between two readings of the fleet (gateway -> its snapshot), summed. A gateway whose
+    counters went back (it restarted) contributes what it counted since its restart, and one absent before (it joined)
+    all it counted: a restart restarts that gateway's contribution, not the fleet's window (as Prometheus' counters
+    do). A gateway absent after (gone) contributes nothing."""
+    total = Snapshot()
+    for gateway, now in after.items():
+        then = before.get(gateway)
+        delta = window(then, now) if then is not None else None
+        total = add(total, delta if delta is not None else now)
+    return total
 
 
 def quantile(q: float, buckets: dict[str, float]) -> float | None:

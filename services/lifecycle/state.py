@@ -1,23 +1,46 @@
-"""Deployment state: which registry versions each endpoint has, in which state, with which traffic policy.
+"""Deployment state: which registry versions each endpoint has, in which state, with which traffic policy; and which
+versions each Triton replica holds ready.
 
-One JSON file (`run/lifecycle/deployments.json`). The controller and the admin API change it under a file lock and
-replace it atomically; gateway workers re-read it when it changes (as they do the endpoint file), so a traffic
-change reaches every worker within a poll interval and no request waits for it.
+The desired state is one JSON document with a revision number, in a database every process reaches
+(`SERVING_STATE_URL`): embedded SQLite under the run directory by default (`make up` starts no extra server),
+PostgreSQL for a fleet (the registry's database server, tables of its own). The controller and the admin API change it
+with `DeploymentStore.update` (compare-and-swap on the revision, retried); gateway workers poll `revision()` and rebuild
+their endpoints when it moved, so a traffic change reaches every worker within a poll interval and no request waits
+for it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import random
+import threading
+import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy import Engine, select, update
+from sqlalchemy.engine import URL
 
 from services.common.contract import TensorSpec
-from services.common.errors import ConfigurationError
-from services.common.locked_file import LockedFile
+from services.common.errors import ConfigurationError, Unavailable
+from services.lifecycle.state_db import (
+    DOCUMENT,
+    REPLICAS,
+    StateStoreUnavailable,
+    create_tables,
+    open_engine,
+    parse_url,
+    reachable,
+    sqlite_path,
+    upsert,
+)
 
+__all__ = ["Deployments", "DeploymentStore", "EndpointState", "Rollout", "StateStoreUnavailable", "VersionState"]
+log = logging.getLogger(__name__)
+LEGACY_FILE = "deployments.json"
+"""The state file of earlier releases, imported once into an empty SQLite store beside it."""
 VersionPhase = Literal["loading", "live", "draining", "rejected"]
 T = TypeVar("T")
 
@@ -80,28 +103,135 @@ class Deployments(BaseModel):
 
 
 class DeploymentStore:
-    """The state file, changed only through `update` (a `LockedFile`: locked read-modify-write, atomic replace)."""
+    """The desired state and the replicas' reports in a database; the state changed only through `update`."""
 
-    def __init__(self, path: Path):
-        self.file = LockedFile(path)
-        self.path = self.file.path
+    ATTEMPTS = 50
+    """Compare-and-swap rounds one `update` gets while other writers keep winning (each round waits a little more)."""
+
+    def __init__(self, url: URL, engine: Engine):
+        self.url = url.render_as_string(hide_password=True)
+        """The store's URL as logs and messages show it (no password)."""
+        self.engine = engine
+        path = sqlite_path(url)
+        self._legacy = path.parent / LEGACY_FILE if path is not None else None
+        self._ready = False
+        self._ready_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, url: str) -> DeploymentStore:
+        """The store at `url` (`sqlite:///<path>` or `postgresql+psycopg2://...`); a bad URL is a ConfigurationError.
+        Nothing is connected yet: the tables are created (if missing) on first use, so a store that is down now
+        fails the first call (`StateStoreUnavailable`), not the caller's start."""
+        parsed = parse_url(url)
+        return cls(parsed, open_engine(parsed))
+
+    def close(self) -> None:
+        self.engine.dispose()
 
     def read(self) -> Deployments:
-        if not self.path.is_file():
-            return Deployments()
-        try:
-            return Deployments.model_validate_json(self.path.read_text())
-        except (ValidationError, ValueError) as exc:
-            raise ConfigurationError(f"deployment state {self.path} is invalid: {exc}") from None
+        return self._parse(*self._row())
 
     def endpoint(self, name: str) -> EndpointState | None:
-        """One endpoint as the file has it now (no lock: a reader sees the last complete write)."""
         return self.read().endpoints.get(name)
 
+    def revision(self) -> int:
+        """The state's revision: one query, grows with every change (0: never written)."""
+        self._ensure()
+        with reachable(self.url), self.engine.connect() as conn:
+            return conn.execute(select(DOCUMENT.c.revision).where(DOCUMENT.c.id == 1)).scalar() or 0
+
     def update(self, change: Callable[[Deployments], T]) -> T:
-        """Read, apply `change` (which may raise to abort), write atomically; all under an exclusive lock."""
-        return self.file.update(self.read, change, _dump)
+        """Read, apply `change` (which may raise to abort: nothing is written), write if the revision is still the
+        one read; else read again and apply `change` again to the newer state (so `change` may run several times,
+        each time on a fresh state). A change that changes nothing writes nothing (the revision stays)."""
+        for attempt in range(self.ATTEMPTS):
+            revision, document = self._row()
+            state = self._parse(revision, document)
+            before = _dump(state)
+            result = change(state)
+            after = _dump(state)
+            if after == before or self._swap(revision, after):
+                return result
+            time.sleep(random.uniform(0, 0.001 * 2 ** min(attempt, 5)))
+        raise Unavailable(f"the deployment state changed under {self.ATTEMPTS} tries of one update; try again")
+
+    def report_replica(self, replica: str, ready: dict[str, list[str]], now: float) -> None:
+        """What `replica` holds ready now (endpoint -> versions), replacing its previous report."""
+        self._ensure()
+        document = json.dumps({name: sorted(set(v), key=_by_number) for name, v in sorted(ready.items())})
+        statement = upsert(self.engine, REPLICAS).values(replica=replica, ready=document, reported_at=now)
+        statement = statement.on_conflict_do_update(
+            index_elements=[REPLICAS.c.replica], set_={"ready": document, "reported_at": now}
+        )
+        with reachable(self.url), self.engine.begin() as conn:
+            conn.execute(statement)
+
+    def replicas(self, now: float, ttl: float) -> dict[str, dict[str, list[str]]]:
+        """The replicas that reported within `ttl` seconds before `now`, with what each holds ready."""
+        self._ensure()
+        with reachable(self.url), self.engine.connect() as conn:
+            rows = conn.execute(select(REPLICAS).where(REPLICAS.c.reported_at >= now - ttl)).all()
+        return {row.replica: json.loads(row.ready) for row in rows}
+
+    def _row(self) -> tuple[int, str]:
+        self._ensure()
+        return self._fetch()
+
+    def _fetch(self) -> tuple[int, str]:
+        with reachable(self.url), self.engine.connect() as conn:
+            row = conn.execute(select(DOCUMENT.c.revision, DOCUMENT.c.document).where(DOCUMENT.c.id == 1)).first()
+        if row is None:  # deleted by hand: not an empty state (every gateway would drop its endpoints)
+            raise ConfigurationError(f"the deployment state's row is missing from table {DOCUMENT.name}")
+        return row.revision, row.document
+
+    def _swap(self, revision: int, document: str) -> bool:
+        """Write `document` as revision + 1 if the stored revision is still `revision`; False if another won."""
+        statement = (
+            update(DOCUMENT)
+            .where(DOCUMENT.c.id == 1, DOCUMENT.c.revision == revision)
+            .values(revision=revision + 1, document=document)
+        )
+        with reachable(self.url), self.engine.begin() as conn:
+            return conn.execute(statement).rowcount == 1
+
+    def _parse(self, revision: int, document: str) -> Deployments:
+        try:
+            return Deployments.model_validate_json(document)
+        except (ValidationError, ValueError) as error:
+            raise ConfigurationError(f"the deployment state (revision {revision}) is invalid: {error}") from None
+
+    def _ensure(self) -> None:
+        """The tables and the state's row, created on first use if missing; the old state file imported once."""
+        if self._ready:
+            return
+        with self._ready_lock:
+            if self._ready:
+                return
+            with reachable(self.url):
+                create_tables(self.engine, _dump(Deployments()))
+            self._import_legacy_file()
+            self._ready = True
+
+    def _import_legacy_file(self) -> None:
+        if self._legacy is None or not self._legacy.is_file() or self._fetch()[0] != 0:
+            return
+        try:
+            state = Deployments.model_validate_json(self._legacy.read_text())
+        except (ValidationError, ValueError, OSError) as error:
+            log.error("%s not imported into the state store %s: %s", self._legacy, self.url, error)
+            return
+        if self._swap(0, _dump(state)):
+            log.warning(
+                "imported the deployment state of %s (%d endpoints) into %s; the file is not read any more",
+                self._legacy,
+                len(state.endpoints),
+                self.url,
+            )
 
 
 def _dump(state: Deployments) -> str:
-    return json.dumps(state.model_dump(exclude_none=True), indent=2) + "\n"
+    return json.dumps(state.model_dump(exclude_none=True), separators=(",", ":"))
+
+
+def _by_number(version: str) -> tuple[int, str]:
+    return (len(version), version)

@@ -127,6 +127,14 @@ def mark_live(
         item.contract_inputs, item.contract_outputs = manifest.inputs, manifest.outputs
 
 
+def mark_verified(state: Deployments, name: str, version: str, *, model_dir: str, lineage: dict) -> None:
+    """CONTROLLER_PLACEMENT=agents: `version` passed the controller's checks and stays `loading` with its lineage;
+    the replicas' agents load it now, and `mark_live` follows once every replica holds it (`placement`)."""
+    record = endpoint(state, name).versions[version]
+    if record.state == "loading":
+        record.model_dir, record.lineage = model_dir, lineage
+
+
 def reject(state: Deployments, name: str, version: str, reason: str) -> None:
     """`version` failed a deployment check: never given traffic (the controller already took it out of Triton)."""
     record = endpoint(state, name).versions[version]

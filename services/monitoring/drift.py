@@ -10,7 +10,10 @@ Per feature (token length, embedding norm, top score, predicted label, declared 
 
 PSI reads: < 0.1 no shift, 0.1-0.25 moderate, > 0.25 significant (the alert threshold in
 observability/prometheus/rules.yml). Each worker process judges its own share of the traffic; the exported score is
-the largest over the live workers.
+the largest over the live workers. That is for a single process or host: with many workers each needs its own traffic
+and raises its own false alarms. A fleet judges drift on every worker's data merged instead (`fleet_drift`, run by the
+controller when it has a Prometheus): its gateways then set `worker_scores` off (`GATEWAY_MONITORING__WORKER_SCORES=
+false`), and this monitor keeps nothing and exports no score.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def psi_continuous(reference: np.ndarray, window: np.ndarray, bins: int) -> floa
     edges = np.unique(np.quantile(reference, np.linspace(0, 1, bins + 1)[1:-1]))
     expected = np.bincount(np.searchsorted(edges, reference, side="right"), minlength=len(edges) + 1)
     actual = np.bincount(np.searchsorted(edges, window, side="right"), minlength=len(edges) + 1)
-    return _psi(expected / expected.sum(), actual / actual.sum())
+    return psi_of_shares(expected / expected.sum(), actual / actual.sum())
 
 
 def psi_categorical(reference: list, window: list) -> float:
@@ -55,10 +58,11 @@ def psi_categorical(reference: list, window: list) -> float:
     expected, actual = Counter(reference), Counter(window)
     e = np.array([expected[c] for c in categories], dtype=float)
     a = np.array([actual[c] for c in categories], dtype=float)
-    return _psi(e / e.sum(), a / a.sum())
+    return psi_of_shares(e / e.sum(), a / a.sum())
 
 
-def _psi(expected: np.ndarray, actual: np.ndarray) -> float:
+def psi_of_shares(expected: np.ndarray, actual: np.ndarray) -> float:
+    """PSI of two distributions given as shares of the same bins (each summing to 1)."""
     expected, actual = np.clip(expected, EPSILON, None), np.clip(actual, EPSILON, None)
     return float(np.sum((actual - expected) * np.log(actual / expected)))
 
@@ -106,6 +110,8 @@ class DriftMonitor:
         return True
 
     def observe(self, endpoint: str, version: str, name: str, values, categorical: bool = False) -> None:
+        if not self.settings.worker_scores:
+            return
         feature = self._feature(endpoint, version, name, categorical)
         feature.seen = time.monotonic()
         for value in values:
@@ -137,6 +143,8 @@ class DriftMonitor:
             del self.features[key]
 
     async def start(self) -> None:
+        if not self.settings.worker_scores:
+            return
         # scipy's first import takes ~0.5 s of CPU: paid at start-up, not by the requests around the first export
         await asyncio.to_thread(importlib.import_module, "scipy.stats")
 

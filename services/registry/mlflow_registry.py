@@ -174,6 +174,21 @@ class ModelRegistry:
         )
         return Path(path)
 
+    def fetch_files(self, name: str, version: str, dest: Path, files: list[str]) -> Path:
+        """Download some of the version's artifact files (e.g. the manifest and the tokenizer a gateway needs, not
+        the ONNX file) into `dest`; returns `dest`. Over a tracking server started with `--serve-artifacts` they
+        come through its HTTP artifact proxy."""
+        try:
+            found = self.client.get_model_version(name, version)
+        except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+            raise NotFound(f"registry has no version {version} of '{name}': {exc}") from None
+        dest.mkdir(parents=True, exist_ok=True)
+        for file in files:
+            self.mlflow.artifacts.download_artifacts(
+                run_id=found.run_id, artifact_path=f"{ARTIFACT_PATH}/{file}", dst_path=str(dest), tracking_uri=self.uri
+            )
+        return dest  # a single file comes down as dest/<its name>
+
     def tag(self, name: str, version: str, tags: dict[str, str]) -> None:
         for key, value in tags.items():
             self.client.set_model_version_tag(name, version, key, str(value)[:5000])

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from services.common.contract import Manifest
+from services.common.settings import default_state_url
 from services.common.tokenization import default_buckets
 from services.launcher import ProcessSpec
 from services.stacks.http_service import http_service
@@ -24,18 +25,19 @@ def clearml_processes(options: StackOptions) -> list[ProcessSpec]:
     lifecycle = (options.run_dir / "lifecycle").resolve()
     return [
         triton_service(options, models=["encoder"]),
-        gateway_process(options, lifecycle),
+        gateway_process(options),
         controller_process(options, lifecycle),
     ]
 
 
-def gateway_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
-    """The gateway (`services.gateway.app`): Triton's gRPC port, the endpoint file, the deployment state the
-    controller writes, the admin token; with bucket padding, the buckets its tokenizer pads to."""
+def gateway_process(options: StackOptions) -> ProcessSpec:
+    """The gateway (`services.gateway.app`): Triton's gRPC port, the endpoint file, the deployment state store the
+    controller shares, the admin token; with bucket padding, the buckets its tokenizer pads to."""
     env = {
         "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{options.triton_ports.grpc}",
         "GATEWAY_ENDPOINTS_FILE": str(options.endpoints_file.resolve()),
-        "GATEWAY_DEPLOYMENTS_FILE": str(lifecycle / "deployments.json"),
+        "SERVING_STATE_URL": state_url(options),
+        "GATEWAY_VERSIONS_DIR": str((options.run_dir / "gateway" / "versions").resolve()),
         "GATEWAY_ADMIN_TOKEN_FILE": str(ensure_admin_token(options.run_dir).resolve()),
     }
     if options.padding == "bucket":
@@ -49,7 +51,7 @@ def controller_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
     """The lifecycle controller: registry versions into Triton, drains, rollouts (`services.lifecycle.controller`)."""
     env = {
         "SERVING_RUN_DIR": str(options.run_dir.resolve()),
-        "CONTROLLER_DEPLOYMENTS_FILE": str(lifecycle / "deployments.json"),
+        "SERVING_STATE_URL": state_url(options),
         "CONTROLLER_MODELS_DIR": str(lifecycle / "models"),
         "CONTROLLER_TRITON_REPOSITORY": str((options.run_dir / "triton-repository").resolve()),
         "CONTROLLER_TRITON_HTTP_URL": f"http://127.0.0.1:{options.triton_ports.http}",
@@ -59,6 +61,12 @@ def controller_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
     return ProcessSpec(
         name="controller", argv=[sys.executable, "-m", "services.lifecycle.controller"], env=env, stop_timeout=10
     )
+
+
+def state_url(options: StackOptions) -> str:
+    """The deployment state store the gateway and the controller share: `SERVING_STATE_URL` when `serving up` was
+    given one, else the embedded SQLite file under the run directory (no server to start)."""
+    return options.state_url or default_state_url(options.run_dir)
 
 
 def ensure_admin_token(run_dir: Path) -> Path:

@@ -22,6 +22,9 @@ class StackOptions:
     model_dir: Path = Path("build/model")
     run_dir: Path = Path("run")
     """Where pid files, logs, state and stores go; `serving up` passes `RunSettings().run_dir` (SERVING_RUN_DIR)."""
+    state_url: str | None = None
+    """The deployment state store of the gateway and the controller (`SERVING_STATE_URL`); None: the embedded SQLite
+    file `<run_dir>/lifecycle/state.db`."""
     triton_ports: TritonPorts = TritonPorts()
     padding: str = "ragged"
     endpoints_file: Path = Path("endpoints.json")

@@ -16,7 +16,7 @@ from google.protobuf import text_format
 from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, Manifest
 from services.common.errors import ConfigurationError, Unavailable
 from services.common.tokenization import TextTokenizer
-from services.triton.repository import SOURCE, RenderOptions, parse_config, render_configs
+from services.triton.repository import MODELS, SOURCE, RenderOptions, parse_config, render_configs
 
 
 def version_config(name: str, manifest: Manifest, options: RenderOptions) -> str:
@@ -36,6 +36,20 @@ class TritonModels:
 
     def placed(self, model: str, version: str) -> bool:
         return (self.repository / model / version).is_dir()
+
+    def placed_versions(self) -> dict[str, list[str]]:
+        """Every deployed model in the repository and its version directories (the built-in models left out)."""
+        if not self.repository.is_dir():
+            return {}
+        return {
+            root.name: sorted((p.name for p in root.iterdir() if p.name.isdigit()), key=int)
+            for root in self.repository.iterdir()
+            if root.is_dir() and root.name not in MODELS
+        }
+
+    def forget(self, model: str) -> None:
+        """Remove a model's directory (its config included) from the repository: it has no version left."""
+        shutil.rmtree(self.repository / model, ignore_errors=True)
 
     def place(self, model: str, version: str, model_dir: Path) -> None:
         manifest = Manifest.load(model_dir)
@@ -76,6 +90,25 @@ class TritonModels:
             return httpx.get(f"{self.url}/v2/models/{model}/versions/{version}/ready", timeout=5).status_code == 200
         except httpx.HTTPError:
             return False
+
+    def server_live(self) -> bool:
+        """Triton answers its API (its readiness would also say no while one model is unloading or failed)."""
+        try:
+            return httpx.get(f"{self.url}/v2/health/live", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def ready_versions(self) -> dict[str, list[str]]:
+        """Every model version Triton serves now (its repository index, one call), by model."""
+        try:
+            response = httpx.post(f"{self.url}/v2/repository/index", json={"ready": True}, timeout=10)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"Triton at {self.url} did not answer its repository index: {exc}") from None
+        ready: dict[str, list[str]] = {}
+        for entry in response.json() if response.status_code == 200 else []:
+            if entry.get("state") == "READY" and entry.get("version"):
+                ready.setdefault(entry["name"], []).append(entry["version"])
+        return {model: sorted(versions, key=int) for model, versions in ready.items()}
 
     def wait_ready(self, model: str, version: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

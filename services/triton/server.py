@@ -102,7 +102,8 @@ def triton_process(
 ) -> ProcessSpec:
     """tritonserver serving `repository` in explicit model-control mode with `models` loaded, its backends prepared
     under `run_dir`; strict readiness, exit on a load error, metrics without GPU metrics. Its liveness is an
-    inference on the last of `models` (the ensemble when there is one: it runs every other)."""
+    inference on the last of `models` (the ensemble when there is one: it runs every other); with no model to load
+    at the start (a replica agent's Triton, `services.replica.host`, adds its own), none."""
     install = find_install()
     check_environment(install)
     backends = prepare_backends(install, run_dir / f"{name}-backends")
@@ -142,7 +143,7 @@ def triton_process(
         ready_url=f"{local}/v2/health/ready",
         stop_timeout=30,
         explain=explain_log,
-        liveness=InferenceProbe(local, models[-1]),
+        liveness=InferenceProbe(local, models[-1]) if models else None,
     )
 
 

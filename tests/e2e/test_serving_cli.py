@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from services.launcher import free_port
+from tests.e2e.test_cli_forms import Lifecycle, run_documented_commands
 from tests.support.servers import processes_mentioning
 
 SERVING = str(Path(sys.executable).parent / "serving")
@@ -65,6 +66,9 @@ def test_up_status_down_of_the_default_gateway_stack(tmp_path, tiny_model):
         table = serving("status", run_dir=run_dir).stdout
         assert "gateway" in table and "running" in table and "/serve/tiny-bert" in table
         lifecycle_walkthrough(run_dir, port)
+        # the docs' `serving model|endpoints|metrics` commands, as typed, on this stack (tests/e2e/test_cli_forms.py)
+        stack = Lifecycle(run_dir, f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc}", tiny_model)
+        run_documented_commands(stack, tmp_path)
     finally:
         down = serving("down", run_dir=run_dir)
     assert down.returncode == 0 and "stopped" in down.stderr

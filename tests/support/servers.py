@@ -3,7 +3,7 @@ the same launcher and process specs as `make up`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -12,6 +12,7 @@ import numpy as np
 from services.common.contract import Manifest
 from services.launcher import Launcher, free_port
 from services.stacks import StackOptions, http_service
+from services.triton.server import TritonPorts
 
 
 @dataclass
@@ -55,6 +56,11 @@ class TritonServer:
     grpc_url: str
     metrics_url: str
     launcher: Launcher
+    ports: TritonPorts | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.launcher.procs[0][1].pid
 
     def stop(self) -> None:
         self.launcher.stop_all()
@@ -66,22 +72,28 @@ def start_triton(
     render_options=None,
     models: tuple[str, ...] = ("tokenizer", "encoder", "ensemble"),
     extra_args: list[str] | None = None,
+    *,
+    address: str | None = None,
+    ports: TritonPorts | None = None,
 ) -> TritonServer:
-    """The real tritonserver from the nvidia-pytriton wheel, on free ports."""
+    """The real tritonserver from the nvidia-pytriton wheel, on `ports` (a stopped server's, to start it again) or
+    free ones, bound to `address`: another loopback address is another host, and several may share ports."""
     from services.stacks import triton_service
-    from services.triton.server import TritonPorts
 
-    ports = TritonPorts(free_port(), free_port(), free_port())
+    ports = ports or TritonPorts(free_port(), free_port(), free_port())
+    ports = replace(ports, address=address or ports.address)
+    address = ports.address
     options = StackOptions(stack="triton", model_dir=model_dir, run_dir=tmp_path, triton_ports=ports)
     spec = triton_service(options, models=list(models), render_options=render_options)
     spec.argv += extra_args or []
     launcher = Launcher(tmp_path)
     launcher.start_ready(spec, detach=True, timeout=120)
     return TritonServer(
-        f"http://127.0.0.1:{ports.http}",
-        f"127.0.0.1:{ports.grpc}",
-        f"http://127.0.0.1:{ports.metrics}/metrics",
+        f"http://{address}:{ports.http}",
+        f"{address}:{ports.grpc}",
+        f"http://{address}:{ports.metrics}/metrics",
         launcher,
+        ports,
     )
 
 

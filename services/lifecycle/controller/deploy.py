@@ -2,7 +2,11 @@
 contract, a forward pass here), placed into Triton's repository, loaded, and checked through Triton (which also warms
 them up); only then are they live. A version that fails a check is taken out of Triton, never given traffic, and its
 registry version is tagged `deployment=rejected` with the reason. The registry or Triton being unreachable is not the
-version's fault: the step raises and the loop retries it later."""
+version's fault: the step raises and the loop retries it later.
+
+With CONTROLLER_PLACEMENT=agents the controller touches no Triton: a version is fetched and checked here the same
+way (hashes, contract, forward pass), recorded as verified, loaded and warmed up by the agent beside each Triton
+replica (`services.replica.agent`), and made live once every replica that reports holds it (`placement`)."""
 
 from __future__ import annotations
 
@@ -12,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from services.common.contract import TOKENIZER_FILE, WARMUP_TEXTS, Manifest
+from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, WARMUP_TEXTS, Manifest
 from services.common.errors import ServingError, Unavailable
-from services.lifecycle import transitions
+from services.lifecycle import placement, transitions
 from services.lifecycle.ports import Registry, TritonControl
 from services.lifecycle.settings import ControllerSettings
 from services.lifecycle.state import DeploymentStore, EndpointState
@@ -69,6 +73,8 @@ class Deployer:
     ):
         self.settings, self.store, self.registry, self.triton = settings, store, registry, triton
         self.clock, self.forward = clock, forward
+        self.waiting: dict[tuple[str, str], list[str]] = {}
+        """CONTROLLER_PLACEMENT=agents: the replicas each checked version was last said to wait for."""
 
     def discover(self, name: str) -> None:
         """New registry versions of the endpoint's model become `loading`."""
@@ -88,6 +94,9 @@ class Deployer:
                 self.deploy(name, version)
 
     def deploy(self, name: str, version: str) -> None:
+        if self.settings.placement == "agents":
+            self.deploy_to_replicas(name, version)
+            return
         endpoint = self.store.endpoint(name)  # again: the version before this one may have fixed the contract
         registered = endpoint.registered_name or name
         # the registry unreachable: raised, so the step is retried with backoff
@@ -104,10 +113,7 @@ class Deployer:
             self.reject(name, registered, version, str(exc).strip()[:500])
             return
         lineage = self.registry.lineage(registered, version, model_dir)
-        try:
-            write_reference(model_dir, lineage)  # else the gateway takes the version's first requests
-        except Exception as exc:  # noqa: BLE001 - a missing drift reference must not block a deployment
-            log.warning("endpoint '%s': no drift reference from the data set of version %s: %s", name, version, exc)
+        self.write_reference(name, version, model_dir, lineage)
         now = self.clock()
         self.store.update(
             lambda s: transitions.mark_live(
@@ -115,6 +121,61 @@ class Deployer:
             )
         )
         log.info("endpoint '%s': version %s of '%s' is live", name, version, registered)
+
+    def deploy_to_replicas(self, name: str, version: str) -> None:
+        """CONTROLLER_PLACEMENT=agents: a version not yet verified is fetched and checked (rejected if it fails), then
+        recorded as verified for the agents; a verified one goes live once every replica holds it ready."""
+        endpoint = self.store.endpoint(name)
+        record, registered = endpoint.versions[version], endpoint.registered_name or name
+        if not placement.verified(record):
+            self.check_for_replicas(name, registered, version, endpoint)
+            return
+        now = self.clock()
+        replicas = self.store.replicas(now, self.settings.replica_ttl)
+        if not placement.ready_everywhere(replicas, name, version):
+            lacking = placement.lacking(replicas, name, version) if replicas else ["(no replica has reported)"]
+            if self.waiting.get((name, version)) != lacking:  # said when it changes, not every tick
+                log.info("endpoint '%s': version %s waits for replicas %s", name, version, lacking)
+                self.waiting[(name, version)] = lacking
+            return
+        self.waiting.pop((name, version), None)
+        model_dir = Path(record.model_dir or "")
+        if not (model_dir / MANIFEST_FILE).is_file():  # fetched by a controller before this one (another host)
+            model_dir = self.registry.fetch(registered, version, self.settings.models_dir / name / version)
+        manifest = Manifest.load(model_dir)
+        try:  # again: a version made live since this one was checked may have fixed the endpoint's contract
+            check_contract(endpoint, manifest)
+        except ValueError as exc:
+            self.reject(name, registered, version, str(exc)[:500])
+            return
+        self.store.update(
+            lambda s: transitions.mark_live(
+                s, name, version, model_dir=str(model_dir), lineage=record.lineage, manifest=manifest, now=now
+            )
+        )
+        log.info("endpoint '%s': version %s of '%s' is live on replicas %s", name, version, registered, list(replicas))
+
+    def check_for_replicas(self, name: str, registered: str, version: str, endpoint: EndpointState) -> None:
+        """The checks of `deploy` short of Triton: passed, the version is recorded as verified (still `loading`)
+        and the agents load it; failed, it is rejected before any replica does."""
+        model_dir = self.registry.fetch(registered, version, self.settings.models_dir / name / version)
+        try:
+            self.verify(endpoint, model_dir)
+        except Exception as exc:  # noqa: BLE001 - whatever the version does wrong (ONNX Runtime errors included)
+            self.reject(name, registered, version, str(exc).strip()[:500])
+            return
+        lineage = self.registry.lineage(registered, version, model_dir)
+        self.write_reference(name, version, model_dir, lineage)
+        self.store.update(
+            lambda s: transitions.mark_verified(s, name, version, model_dir=str(model_dir), lineage=lineage)
+        )
+        log.info("endpoint '%s': version %s of '%s' checked; the replicas load it next", name, version, registered)
+
+    def write_reference(self, name: str, version: str, model_dir: Path, lineage: dict) -> None:
+        try:
+            write_reference(model_dir, lineage)  # else the gateway takes the version's first requests
+        except Exception as exc:  # noqa: BLE001 - a missing drift reference must not block a deployment
+            log.warning("endpoint '%s': no drift reference from the data set of version %s: %s", name, version, exc)
 
     def verify(self, endpoint: EndpointState, model_dir: Path) -> Manifest:
         """Artifacts intact, the endpoint's tensor contract kept, and a forward pass that gives that contract."""
@@ -131,7 +192,7 @@ class Deployer:
     def reject(self, name: str, registered: str, version: str, reason: str) -> None:
         """Out of Triton if it got there, `rejected` in the state, tagged `deployment=rejected` in the registry."""
         log.error("endpoint '%s': version %s of '%s' rejected: %s", name, version, registered, reason)
-        if self.triton.placed(name, version):
+        if self.settings.placement == "local" and self.triton.placed(name, version):
             self.triton.remove(name, version)
             try:
                 self.triton.load(name)

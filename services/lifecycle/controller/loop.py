@@ -2,10 +2,11 @@
 advance the rollout, prune, unload). A step that fails on something outside (registry, Triton, gateway) is retried
 later with exponential backoff and said in the log; the other steps and endpoints go on.
 
-The state file is read at the start of each tick. Whatever it holds (empty, not JSON, the wrong schema, deleted
-while endpoints were deployed), the loop never dies on it: it says so once per distinct problem at WARNING, keeps
-the last good state it read, acts on no endpoint (no step decides from a state it cannot read, and nothing
-overwrites the file), and carries on from the file once it is readable again."""
+The shared deployment state (`SERVING_STATE_URL`) is read at the start of each tick. Whatever it holds (not JSON,
+the wrong schema), the loop never dies on it: it says so once per distinct problem at WARNING, keeps the last good
+state it read, acts on no endpoint (no step decides from a state it cannot read, and nothing overwrites it), and
+carries on once it is readable again. A store that cannot be reached is an outside failure like the others: said,
+and tried again with exponential backoff, the last good state kept meanwhile."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from collections.abc import Callable
 
 from services.common.errors import ConfigurationError
 from services.lifecycle.controller.deploy import Deployer, Forward, onnx_forward
-from services.lifecycle.controller.rollouts import HttpGatewayMetrics, Rollouts
+from services.lifecycle.controller.gateway_metrics import gateway_metrics
+from services.lifecycle.controller.rollouts import Rollouts
 from services.lifecycle.controller.triton_sync import TritonSync
 from services.lifecycle.ports import GatewayMetrics, Registry, TritonControl
 from services.lifecycle.settings import ControllerSettings
-from services.lifecycle.state import Deployments, DeploymentStore
+from services.lifecycle.state import Deployments, DeploymentStore, StateStoreUnavailable
 
 log = logging.getLogger("controller")
 
@@ -40,11 +42,11 @@ class Controller:
         """`clock`: the wall-clock time kept in the state (drain and step start); `monotonic`: the backoff's time;
         `forward`: the forward pass a version must pass before it is placed into Triton."""
         self.settings = settings
-        self.store = DeploymentStore(settings.deployments_file)
+        self.store = DeploymentStore.open(settings.state_url)
         self.monotonic = monotonic
         deployer = Deployer(settings, self.store, registry, triton, clock, forward)
         sync = TritonSync(settings, self.store, triton, clock)
-        rollouts = Rollouts(self.store, registry, metrics or HttpGatewayMetrics(settings.gateway_url), clock)
+        rollouts = Rollouts(self.store, registry, metrics or gateway_metrics(settings), clock)
         self.steps = (
             deployer.discover,
             deployer.deploy_loading,
@@ -58,13 +60,15 @@ class Controller:
         self.last_good: Deployments | None = None
         """The last state read whole: kept while the file is broken or missing."""
         self.state_problem: str | None = None
-        """What is wrong with the state file now (said once), or None."""
+        """What is wrong with the state now (said once), or None."""
+        self.store_failures = 0
+        """Reads of the state store that failed in a row (its backoff)."""
 
     def run(self) -> None:
         stop = {"now": False}
         signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
         signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
-        log.info("controller watching %s", self.settings.deployments_file)
+        log.info("controller watching the deployment state in %s", self.store.url)
         while not stop["now"]:
             try:
                 self.tick()
@@ -80,27 +84,42 @@ class Controller:
                 self._guarded(f"{step.__name__}:{name}", step, name)
 
     def read_state(self) -> Deployments | None:
-        """The state file as it is now, or None while it cannot be used (said once per distinct problem)."""
+        """The state as it is now, or None while it cannot be used (said once per distinct problem; an unreachable
+        store said at each try, tried again with backoff)."""
+        if self.monotonic() < self.backoff.get("state", 0):
+            return None
         try:
             state = self.store.read()
-            if self.last_good and self.last_good.endpoints and not self.store.path.exists():
-                raise ConfigurationError(f"deployment state {self.store.path} is missing")
-        except (ConfigurationError, OSError) as exc:
+        except StateStoreUnavailable as exc:
+            self._store_unreachable(exc)
+            return None
+        except ConfigurationError as exc:
             problem = str(exc)
             if problem != self.state_problem:
                 kept = len(self.last_good.endpoints) if self.last_good else 0
                 log.warning(
-                    "%s; keeping the last good state (%d endpoints), acting on none until the file is readable again",
+                    "%s (%s); keeping the last good state (%d endpoints), acting on none until it is readable again",
                     problem,
+                    self.store.url,
                     kept,
                 )
                 self.state_problem = problem
             return None
-        if self.state_problem:
-            log.info("deployment state %s is readable again; carrying on", self.store.path)
-            self.state_problem = None
+        if self.state_problem or self.store_failures:
+            log.info("deployment state in %s is readable again; carrying on", self.store.url)
+            self.state_problem, self.store_failures = None, 0
+            self.backoff.pop("state", None)
         self.last_good = state
         return state
+
+    def _store_unreachable(self, exc: StateStoreUnavailable) -> None:
+        self.store_failures += 1
+        delay = min(self.settings.max_backoff, self.settings.interval * 2 ** min(self.store_failures, 30))
+        self.backoff["state"] = self.monotonic() + delay
+        kept = len(self.last_good.endpoints) if self.last_good else 0
+        log.warning(
+            "%s; keeping the last good state (%d endpoints), acting on none; retrying in %.0fs", exc, kept, delay
+        )
 
     def _guarded(self, key: str, step: Callable[[str], None], name: str) -> None:
         """Run one step; when it fails on something outside (registry, Triton, gateway), retry it later with

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 
+from services.lifecycle.controller.fleet_monitor import start_fleet_drift
 from services.lifecycle.controller.loop import Controller
 from services.lifecycle.settings import ControllerSettings
 from services.triton.model_control import TritonModels
@@ -28,7 +29,9 @@ def main() -> None:
     options = RenderOptions(target=settings.triton_target, gpu=settings.triton_gpu)
     triton = TritonModels(settings.triton_repository, settings.triton_http_url, options)
     registry = ModelRegistry(RegistrySettings(run_dir=settings.run_dir))
-    Controller(settings, registry, triton).run()
+    controller = Controller(settings, registry, triton)
+    start_fleet_drift(settings, controller.store)  # with a Prometheus: drift judged on the fleet
+    controller.run()
     # Every step's result is already in the state file (written atomically) and MLflow's store: nothing is left to
     # finalize, and the interpreter's own teardown of MLflow, SQLAlchemy and ONNX Runtime took 4.8-6.7 s after
     # "controller stopped" (2 busy cores), which `serving down` waited for before stopping the gateway.

@@ -1,7 +1,7 @@
-"""Rollouts: each step's window is measured from the gateway's per-version counters (a snapshot when the step
-starts, kept in the state, and one after its dwell), judged by `rollout.judge`, and the rollout advances, promotes
-the new version (registry alias `champion`, tag `rollout=promoted`) or rolls back (all traffic to the stable version,
-the new one rejected and tagged `rollout=rejected` with the numbers)."""
+"""Rollouts: each step's window is measured from the per-version counters summed over every gateway (a mark when the
+step starts, kept in the state, and a reading after its dwell: `gateway_metrics`), judged by `rollout.judge`, and the
+rollout advances, promotes the new version (registry alias `champion`, tag `rollout=promoted`) or rolls back (all
+traffic to the stable version, the new one rejected and tagged `rollout=rejected` with the numbers)."""
 
 from __future__ import annotations
 
@@ -9,24 +9,12 @@ import json
 import logging
 from collections.abc import Callable
 
-import httpx
-
 from services.lifecycle import transitions
 from services.lifecycle.ports import GatewayMetrics, Registry
-from services.lifecycle.rollout import Decision, Snapshot, judge, parse_snapshot, window
+from services.lifecycle.rollout import Decision, judge
 from services.lifecycle.state import DeploymentStore, EndpointState
 
 log = logging.getLogger("controller")
-
-
-class HttpGatewayMetrics:
-    """The gateway's own /metrics, read over HTTP."""
-
-    def __init__(self, gateway_url: str):
-        self.url = f"{gateway_url.rstrip('/')}/metrics"
-
-    def snapshot(self, endpoint: str) -> Snapshot:
-        return parse_snapshot(httpx.get(self.url, timeout=10).text, endpoint)
 
 
 class Rollouts:
@@ -47,14 +35,14 @@ class Rollouts:
         if new.state != "live":
             return  # still loading
         if rollout.step_started is None or rollout.baseline is None:
-            self._start_step(name, rollout.step, self.metrics.snapshot(name))
+            self._start_step(name, rollout.step)
             return
-        if self.clock() - rollout.step_started < rollout.dwell:
+        now = self.clock()
+        if now - rollout.step_started < rollout.dwell:
             return
-        current = self.metrics.snapshot(name)
-        observed = window(Snapshot.model_validate(rollout.baseline), current)
-        if observed is None:  # the gateway restarted: counters went back; judge a fresh window
-            self._start_step(name, rollout.step, current)
+        observed = self.metrics.window(name, rollout.baseline, rollout.step_started, now)
+        if observed is None:  # marked by another source (the settings changed): judge a fresh window
+            self._start_step(name, rollout.step)
             return
         decision = judge(rollout, observed)
         if decision.action == "wait":
@@ -62,7 +50,7 @@ class Rollouts:
         if decision.action == "rollback":
             self._roll_back(name, endpoint, decision)
         elif rollout.step + 1 < len(rollout.steps):
-            self._start_step(name, rollout.step + 1, current)
+            self._start_step(name, rollout.step + 1)
             log.info(
                 "endpoint '%s': rollout of version %s passed %d%% %s; now %d%%",
                 name,
@@ -74,9 +62,9 @@ class Rollouts:
         else:
             self._promote(name, endpoint, decision)
 
-    def _start_step(self, name: str, step: int, baseline: Snapshot) -> None:
-        now = self.clock()
-        self.store.update(lambda s: transitions.start_rollout_step(s, name, step, baseline.model_dump(), now))
+    def _start_step(self, name: str, step: int) -> None:
+        baseline, now = self.metrics.mark(name), self.clock()
+        self.store.update(lambda s: transitions.start_rollout_step(s, name, step, baseline, now))
 
     def _roll_back(self, name: str, endpoint: EndpointState, decision: Decision) -> None:
         version, now = endpoint.rollout.version, self.clock()

@@ -1,6 +1,10 @@
 """Keeping Triton in step with the state: live versions Triton lost are loaded again, versions beyond an endpoint's
 newest `max_versions` start draining, and drained versions (no new traffic for `drain_seconds`, longer than the
-gateway's workers take to see the change and finish their requests) are unloaded."""
+gateway's workers take to see the change and finish their requests) are unloaded.
+
+With CONTROLLER_PLACEMENT=agents the replicas' agents do the loading and unloading (`services.replica.agent`): a
+version the state no longer lists, or no longer wants on replicas (`placement.wanted`), leaves every Triton by
+itself. Here only the state changes then, and the controller's own fetched copy goes."""
 
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ class TritonSync:
 
     def reconcile(self, name: str) -> None:
         """Live versions Triton does not serve (it restarted with a freshly rendered repository) are loaded again."""
+        if self.settings.placement == "agents":
+            return  # each replica's agent loads every live version before its Triton starts
         endpoint = self.store.endpoint(name)
         missing = [v for v in endpoint.live() if not self.triton.ready(name, v)] if endpoint else []
         if not missing:
@@ -51,9 +57,10 @@ class TritonSync:
         due = transitions.due_for_unload(endpoint, self.clock(), self.settings.drain_seconds) if endpoint else []
         if not due:
             return
-        for version in due:
-            self.triton.remove(name, version)
-        self.triton.load(name)
+        if self.settings.placement == "local":
+            for version in due:
+                self.triton.remove(name, version)
+            self.triton.load(name)
         for version in self.store.update(lambda s: transitions.finish_drained(s, name, due)):
             shutil.rmtree(self.settings.models_dir / name / version, ignore_errors=True)
         log.info("endpoint '%s': versions %s unloaded", name, due)

@@ -16,7 +16,9 @@ import pytest
 
 from services.common.names import NAME_PATTERN
 from services.launcher import Launcher, free_port
+from services.lifecycle.state import DeploymentStore
 from services.stacks import StackOptions, http_service
+from tests.support.state import stored, write_document
 
 TOKEN = {"Authorization": "Bearer secret"}
 ANSWER = "class Preprocess:\n    def process(self, data, state, collect=None):\n        return {{'answer': {!r}}}\n"
@@ -45,13 +47,14 @@ def gateway(tmp_path_factory):
     (run / "broken.py").write_text(f"raise ImportError('no module at {run}/site/x.py')\n")
     entries = {name: {"engine": "custom", "preprocess": f"{name}.py"} for name in ("ok", "broken")}
     (run / "endpoints.json").write_text(json.dumps({"endpoints": entries | {"../x": {"engine": "custom"}}}))
-    (run / "deployments.json").write_text(json.dumps(STATE))
+    store = DeploymentStore.open(f"sqlite:///{run / 'lifecycle' / 'state.db'}")
+    write_document(store, json.dumps(STATE))
     port = free_port()
     options = StackOptions(workers=1, host="127.0.0.1", port=port, model_dir=run / "none", run_dir=run)
     env = {
         "GATEWAY_TRITON_GRPC_URL": "127.0.0.1:1",
         "GATEWAY_ENDPOINTS_FILE": str(run / "endpoints.json"),
-        "GATEWAY_DEPLOYMENTS_FILE": str(run / "deployments.json"),
+        "SERVING_STATE_URL": store.url,
         "GATEWAY_ENDPOINTS_POLL_INTERVAL": "0.2",
         "GATEWAY_ADMIN_TOKEN": "secret",
     }
@@ -62,7 +65,7 @@ def gateway(tmp_path_factory):
     launcher = Launcher(run)
     launcher.start_ready(spec, detach=True, timeout=90)
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
-        client.run = run
+        client.run, client.store = run, store
         yield client
     launcher.stop_all()
 
@@ -71,7 +74,7 @@ BAD = ["..", "%2e%2e", "a%0Ab", "a%00b", "Emb", "a b", "e" * 64, "-e", "a..b", "
 
 
 def test_the_admin_api_refuses_bad_endpoint_names_with_the_pattern_and_creates_nothing(gateway):
-    before = (gateway.run / "deployments.json").read_text()
+    before = stored(gateway.store)
     statuses = []
     for name in BAD:
         for method, path, body in [
@@ -87,7 +90,7 @@ def test_the_admin_api_refuses_bad_endpoint_names_with_the_pattern_and_creates_n
             if answer.status_code == 422:
                 assert NAME_PATTERN in answer.json()["error"]["message"]
     print(f"\n{len(statuses)} requests with bad names: {statuses.count(422)} x 422, {statuses.count(404)} x 404")
-    assert (gateway.run / "deployments.json").read_text() == before
+    assert stored(gateway.store) == before
     assert gateway.put("/admin/endpoints/sst2/auto-update", json={"name": "m"}, headers=TOKEN).status_code == 200
 
 
@@ -100,18 +103,17 @@ def test_health_ready_names_config_errors_without_absolute_paths(gateway):
     assert str(gateway.run) not in json.dumps(body) and "/site/" not in json.dumps(body)
 
 
-def test_an_invalid_state_file_is_a_503_with_a_request_id_and_no_path(gateway):
-    state = gateway.run / "deployments.json"
-    saved = state.read_text()
-    state.write_text('{"endpoints": {"emb": {"versions": 3}}}')
+def test_an_invalid_state_is_a_503_with_a_request_id_and_no_path(gateway):
+    saved = stored(gateway.store)[1]
+    write_document(gateway.store, '{"endpoints": {"emb": {"versions": 3}}}')
     try:
         answer = gateway.get("/models/emb")
     finally:
-        state.write_text(saved)
-    print(f"\nGET /models/emb on an invalid state file -> {answer.status_code} {answer.text}")
+        write_document(gateway.store, saved)
+    print(f"\nGET /models/emb on an invalid state -> {answer.status_code} {answer.text}")
     assert answer.status_code == 503
     assert answer.json()["error"]["request_id"] == answer.headers["x-request-id"]
-    assert str(gateway.run) not in answer.text and "deployments.json" not in answer.text
+    assert str(gateway.run) not in answer.text and "state.db" not in answer.text
     assert "validation error" not in answer.text.lower()
 
 

@@ -67,7 +67,7 @@ def test_fastapi_stack_fuzz(tmp_path, tiny_model):
 def gateway(tmp_path, tiny_model):
     triton = start_triton(tmp_path / "triton", tiny_model, RenderOptions(batching=True), models=("encoder",))
     (tmp_path / "gateway").mkdir()
-    env = {"GATEWAY_ADMIN_TOKEN": "fuzz-admin-token", "GATEWAY_DEPLOYMENTS_FILE": str(tmp_path / "deployments.json")}
+    env = {"GATEWAY_ADMIN_TOKEN": "fuzz-admin-token", "SERVING_STATE_URL": f"sqlite:///{tmp_path / 'state.db'}"}
     server = start_gateway(tmp_path / "gateway", tiny_model, triton, env=env)
     yield server
     server.launcher.stop_all()

@@ -1,5 +1,5 @@
 """Nothing of a local stack stays dead: STACK=clearml (tiny model) started as `make up DETACH=1` does, then its
-processes killed, wedged and fed a broken state file. Probes and backoff are set short (`SUPERVISE_*`) so that the
+processes killed, wedged and fed a broken deployment state. Probes and backoff are set short (`SUPERVISE_*`) so that the
 module runs in about a minute; the times to recover are printed (`-s`).
 
 Before the supervisor (each test here failed on that code): the pid `serving status` gave for Triton was its log
@@ -23,9 +23,12 @@ import httpx
 import pytest
 
 from services.commands.status import stack_report
+from services.common.settings import default_state_url
 from services.launcher import free_port
+from services.lifecycle.state import DeploymentStore
 from services.triton.liveness import InferenceProbe, ProbeFailed
 from tests.support.servers import processes_mentioning
+from tests.support.state import write_document
 
 SERVING = str(Path(sys.executable).parent / "serving")
 FAST = {
@@ -157,18 +160,17 @@ def test_a_wedged_triton_is_detected_by_its_inference_probe_and_restarted(stack)
     assert after["last_restart_reason"].startswith("wedged: 2 liveness probes failed")
 
 
-def test_an_empty_state_file_does_not_stop_the_controller(stack):
+def test_an_empty_state_does_not_stop_the_controller(stack):
     before = stack.records()["controller"]
-    state = stack.run_dir / "lifecycle" / "deployments.json"
-    state.parent.mkdir(parents=True, exist_ok=True)
-    state.write_text("")
+    store = DeploymentStore.open(default_state_url(stack.run_dir))  # what `serving up` gave the stack
+    write_document(store, "")
     log = stack.run_dir / "logs" / "controller.log"
-    wait_until(lambda: "is invalid" in log.read_text(), 30, "the controller reports the empty file")
+    wait_until(lambda: "is invalid" in log.read_text(), 30, "the controller reports the empty state")
     time.sleep(3)  # three more ticks of the controller
     assert log.read_text().count("is invalid") == 1, "said once, not every tick"
     after = stack.records()["controller"]
     assert (after["pid"], after["restarts"], after["state"]) == (before["pid"], before["restarts"], "running")
-    state.write_text('{"endpoints": {}}\n')
+    write_document(store, '{"endpoints": {}}')
     wait_until(lambda: "readable again" in log.read_text(), 30, "the controller carries on")
 
 

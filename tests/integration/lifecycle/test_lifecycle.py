@@ -18,6 +18,7 @@ import httpx
 
 from loadtest import engine
 from loadtest.targets import build_targets
+from services.common.settings import default_state_url
 from services.launcher import Launcher, stop_group
 from services.registry.mlflow_registry import DatasetRef
 from tests.support.lifecycle import attack_in_background, register_dir
@@ -168,7 +169,7 @@ def test_a_gateway_without_a_built_in_model_starts_and_serves_deployed_endpoints
 
     env = {
         "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{stack.options.triton_ports.grpc}",
-        "GATEWAY_DEPLOYMENTS_FILE": str(stack.options.run_dir / "lifecycle" / "deployments.json"),
+        "SERVING_STATE_URL": default_state_url(stack.options.run_dir),  # the stack's own store, shared
     }
     gateway = start_http_stack(
         tmp_path,
@@ -214,7 +215,8 @@ def test_an_unreachable_registry_is_retried_with_backoff_and_said(stack, tmp_pat
     from services.launcher import ProcessSpec
     from services.lifecycle.state import DeploymentStore, EndpointState
 
-    DeploymentStore(tmp_path / "deployments.json").update(
+    state_url = default_state_url(tmp_path)
+    DeploymentStore.open(state_url).update(
         lambda s: s.endpoints.setdefault("elsewhere", EndpointState(registered_name="tiny-emb"))
     )
     spec = ProcessSpec(
@@ -222,7 +224,7 @@ def test_an_unreachable_registry_is_retried_with_backoff_and_said(stack, tmp_pat
         argv=[sys.executable, "-m", "services.lifecycle.controller"],
         env={
             "MLFLOW_TRACKING_URI": "http://127.0.0.1:1",
-            "CONTROLLER_DEPLOYMENTS_FILE": str(tmp_path / "deployments.json"),
+            "SERVING_STATE_URL": state_url,
             "CONTROLLER_TRITON_REPOSITORY": str(tmp_path / "repository"),
             "CONTROLLER_TRITON_HTTP_URL": stack.triton,
             "CONTROLLER_GATEWAY_URL": stack.url,

@@ -83,6 +83,9 @@ class Resolver:
     def errors(self):
         return {}
 
+    def health(self):
+        return {}
+
     def declared(self, name):
         return self.metrics.get(name)
 

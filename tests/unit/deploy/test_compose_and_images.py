@@ -86,6 +86,9 @@ def test_every_variable_a_template_sets_is_a_setting_the_service_reads():
                 assert reads(GatewaySettings, variable, "GATEWAY_"), f"{service}: {variable}"
             elif variable.startswith("CONTROLLER_"):
                 assert reads(ControllerSettings, variable, "CONTROLLER_"), f"{service}: {variable}"
+            elif variable == "SERVING_STATE_URL":  # the deployment state store: one name in the gateway and controller
+                settings_class = {"gateway": GatewaySettings, "controller": ControllerSettings}[service]
+                assert reads(settings_class, variable, "SERVING_"), f"{service}: {variable}"
             elif variable == "MLFLOW_TRACKING_URI":
                 assert reads(RegistrySettings, variable, "REGISTRY_"), f"{service}: {variable}"
             else:  # third-party images' own variables (PostgreSQL, MinIO, Grafana, Jaeger, MLflow's S3 client)

@@ -12,6 +12,14 @@ from services.cli import app
 from services.common.names import NAME_PATTERN
 from services.gateway.endpoint_commands import add_endpoint
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
+from services.launcher import free_port
+
+
+@pytest.fixture(autouse=True)
+def no_triton(monkeypatch):
+    """The Triton check looks at GATEWAY_TRITON_GRPC_URL: a closed port here, whatever runs on this machine
+    (tests/integration/gateway/test_endpoint_checks.py checks against a real Triton)."""
+    monkeypatch.setenv("GATEWAY_TRITON_GRPC_URL", f"127.0.0.1:{free_port()}")
 
 
 def test_endpoints_add_list_remove(tmp_path):

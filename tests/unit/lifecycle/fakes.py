@@ -12,7 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from services.common.errors import Unavailable
+from services.lifecycle.controller.gateway_metrics import FleetMetrics
 from services.lifecycle.rollout import Snapshot, VersionCounters
+
+GATEWAY = "gw-1"
 
 
 @dataclass
@@ -109,25 +112,39 @@ class FakeTriton:
         self.loaded.clear()
 
 
-class FakeMetrics:
-    """The gateway's per-version counters, as the test sets them."""
+class FakeMetrics(FleetMetrics):
+    """Each gateway's per-version counters, as the test sets them, windowed as every gateway read over HTTP is
+    (`HttpGatewayMetrics`: the same `FleetMetrics` over /metrics text)."""
 
     def __init__(self):
-        self.counters: dict[str, VersionCounters] = {}
+        self.gateways: dict[str, dict[str, VersionCounters]] = {GATEWAY: {}}
         self.reads = 0
+        super().__init__(self._snapshots)
 
-    def serve(self, version: str, requests: int, errors: int = 0, seconds: float = 0.01) -> None:
-        """`requests` more answered by `version`, `errors` of them 5xx, each taking `seconds`."""
-        counters = self.counters.setdefault(version, VersionCounters())
+    @property
+    def counters(self) -> dict[str, VersionCounters]:
+        """The first gateway's counters."""
+        return self.gateways[GATEWAY]
+
+    def serve(self, version: str, requests: int, errors: int = 0, seconds: float = 0.01, gateway: str = GATEWAY):
+        """`requests` more answered by `version` on `gateway`, `errors` of them 5xx, each taking `seconds`."""
+        counters = self.gateways.setdefault(gateway, {}).setdefault(version, VersionCounters())
         counters.requests += requests
         counters.errors += errors
         for bound in ("0.005", "0.01", "0.05", "0.1", "+Inf"):
             if bound == "+Inf" or seconds <= float(bound):
                 counters.buckets[bound] = counters.buckets.get(bound, 0.0) + requests
 
-    def snapshot(self, endpoint: str) -> Snapshot:
+    def restart(self, gateway: str = GATEWAY) -> None:
+        """The gateway restarted: its counters start again from zero."""
+        self.gateways[gateway] = {}
+
+    def _snapshots(self, endpoint: str) -> dict[str, Snapshot]:
         self.reads += 1
-        return Snapshot(versions={v: c.model_copy(deep=True) for v, c in self.counters.items()})
+        return {
+            name: Snapshot(versions={v: c.model_copy(deep=True) for v, c in counters.items()})
+            for name, counters in self.gateways.items()
+        }
 
 
 class Clock:

@@ -1,10 +1,11 @@
 """The admin API in a bare FastAPI app with the project's error edge: the token, each route's answer and its
-change to the state file, refusals mapped to their status, and every route a plain function (run in the thread pool:
-the state file's lock and writes never block an event loop)."""
+change to the deployment state store, refusals mapped to their status, and every route a plain function (run in the
+thread pool: the store's queries never block an event loop)."""
 
 from __future__ import annotations
 
 import inspect
+import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -17,23 +18,22 @@ from services.common.names import NAME_PATTERN
 from services.lifecycle import transitions
 from services.lifecycle.admin import admin_router
 from services.lifecycle.state import DeploymentStore, VersionState
+from tests.support.state import stored, write_document
 
 AUTH = {"Authorization": "Bearer secret"}
 
 
-def app_with(deployments_file, token: str | None = "secret") -> FastAPI:
-    settings = SimpleNamespace(
-        deployments_file=deployments_file, admin_token=SecretStr(token) if token else None, admin_token_file=None
-    )
+def app_with(store: DeploymentStore | None, token: str | None = "secret") -> FastAPI:
+    settings = SimpleNamespace(admin_token=SecretStr(token) if token else None, admin_token_file=None)
     app = FastAPI()
     install_error_handlers(app)
-    app.include_router(admin_router(settings))
+    app.include_router(admin_router(settings, store))
     return app
 
 
 @pytest.fixture
 def store(tmp_path) -> DeploymentStore:
-    store = DeploymentStore(tmp_path / "deployments.json")
+    store = DeploymentStore.open(f"sqlite:///{tmp_path / 'lifecycle' / 'state.db'}")
     store.update(lambda s: transitions.set_auto_update(s, "emb", "m", 2))
     for version in ("1", "2"):
         store.update(
@@ -44,7 +44,7 @@ def store(tmp_path) -> DeploymentStore:
 
 @pytest.fixture
 def client(store) -> TestClient:
-    return TestClient(app_with(store.path))
+    return TestClient(app_with(store))
 
 
 def endpoints(routes: list) -> list:
@@ -57,18 +57,18 @@ def endpoints(routes: list) -> list:
 
 
 def test_every_route_is_a_plain_function_run_off_the_event_loop(store):
-    settings = SimpleNamespace(deployments_file=store.path, admin_token=None, admin_token_file=None)
-    found = endpoints(admin_router(settings).routes)
+    settings = SimpleNamespace(admin_token=None, admin_token_file=None)
+    found = endpoints(admin_router(settings, store).routes)
     assert len(found) == 6 and not any(inspect.iscoroutinefunction(f) for f in found)
 
 
 def test_the_admin_routes_need_the_token_and_are_off_without_one(store, client):
     assert client.get("/admin/endpoints").status_code == 401
     assert client.get("/admin/endpoints", headers={"Authorization": "Bearer nope"}).status_code == 401
-    off = TestClient(app_with(store.path, token=None)).get("/admin/endpoints", headers=AUTH)
+    off = TestClient(app_with(store, token=None)).get("/admin/endpoints", headers=AUTH)
     assert off.status_code == 503 and "GATEWAY_ADMIN_TOKEN" in off.json()["error"]["message"]
     unset = TestClient(app_with(None)).get("/admin/endpoints", headers=AUTH)
-    assert unset.status_code == 503 and "GATEWAY_DEPLOYMENTS_FILE" in unset.json()["error"]["message"]
+    assert unset.status_code == 503 and "SERVING_STATE_URL" in unset.json()["error"]["message"]
 
 
 def test_changes_are_written_to_the_state_and_answered(store, client):
@@ -105,10 +105,10 @@ def test_changes_are_written_to_the_state_and_answered(store, client):
     ],
 )
 def test_refusals_answer_with_their_status_and_change_nothing(store, client, method, path, body, status, says):
-    before = store.path.read_text()
+    before = stored(store)
     answer = client.request(method.upper(), path, json=body, headers=AUTH)
     assert answer.status_code == status and says in answer.json()["error"]["message"]
-    assert store.path.read_text() == before
+    assert stored(store) == before
 
 
 def test_the_lineage_route_is_open_and_names_what_is_deployed(store, client, tmp_path):
@@ -127,7 +127,7 @@ BAD_NAMES = ["..", "a..b", "Emb", "a b", "e" * 64, "-e", "%2e%2e", "a%0Ab", "a%0
 @pytest.mark.parametrize("name", BAD_NAMES)
 def test_every_route_refuses_a_bad_endpoint_name_with_the_pattern_and_changes_nothing(store, client, name):
     """Before: any name was accepted (schemathesis created 28, '..' and names with newlines among them)."""
-    before = store.path.read_text()
+    before = stored(store)
     for method, path, body in [
         ("PUT", f"/admin/endpoints/{name}/auto-update", {"name": "n"}),
         ("PUT", f"/admin/endpoints/{name}/canary", {"newest": 1, "weights": [1]}),
@@ -141,7 +141,7 @@ def test_every_route_refuses_a_bad_endpoint_name_with_the_pattern_and_changes_no
             continue
         assert answer.status_code == 422, (method, path, answer.text)
         assert NAME_PATTERN in answer.json()["error"]["message"]
-    assert store.path.read_text() == before
+    assert stored(store) == before
 
 
 def test_a_version_in_the_path_is_a_number(client):
@@ -150,16 +150,25 @@ def test_a_version_in_the_path_is_a_number(client):
 
 
 @pytest.mark.parametrize("content", ["{ nope", '{"endpoints": {"e": {"versions": 3}}}', ""])
-def test_an_unreadable_state_file_is_a_503_without_its_path_or_the_parsers_text(store, client, content, caplog):
+def test_an_unreadable_state_is_a_503_without_the_stores_address_or_the_parsers_text(store, client, content, caplog):
     """Before: `GET /models/{endpoint}` (open) answered 500 with the state file's absolute path and pydantic's text."""
-    store.path.write_text(content)
+    write_document(store, content)
     for method, path in [("GET", "/models/emb"), ("GET", "/admin/endpoints"), ("PUT", "/admin/endpoints/emb/canary")]:
         answer = client.request(method, path, json={"newest": 1, "weights": [1]}, headers=AUTH)
         print(f"\n{method} {path} -> {answer.status_code} {answer.text}")
         assert answer.status_code == 503, answer.text
-        assert str(store.path.parent) not in answer.text and "deployments.json" not in answer.text
+        assert "state.db" not in answer.text and "validation error" not in answer.text.lower()
         assert "server log" in answer.json()["error"]["message"]
-    assert str(store.path) in caplog.text, "the log has the details"
+    assert store.url in caplog.text and "is invalid" in caplog.text, "the log has the details"
+
+
+def test_an_unreachable_store_is_a_503_without_its_address(store, client, tmp_path, caplog):
+    shutil.move(tmp_path / "lifecycle", tmp_path / "away")
+    for method, path in [("GET", "/models/emb"), ("GET", "/admin/endpoints"), ("PUT", "/admin/endpoints/emb/canary")]:
+        answer = client.request(method, path, json={"newest": 1, "weights": [1]}, headers=AUTH)
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "1", answer.text
+        assert str(tmp_path) not in answer.text and "unable to open" not in answer.text
+    assert "unreachable: unable to open database file" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The controller's decisions on deployment, draining and Triton, tick by tick, on a real deployment state file
+"""The controller's decisions on deployment, draining and Triton, tick by tick, on a real deployment state store
 (`world.py`), with fakes of its own seams behind the Protocols of `services.lifecycle.ports` (`fakes.py`: registry,
 Triton, gateway metrics, a clock) and a forward pass that answers without ONNX Runtime (the unit tier's model
 directories cannot run one). Fakes of the project's own seams are fine in the unit tier;
@@ -11,6 +11,7 @@ import numpy as np
 from services.common.contract import MODEL_FILE
 from services.lifecycle import transitions
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
+from tests.support.state import stored
 from tests.unit.lifecycle.world import World
 
 
@@ -142,7 +143,7 @@ def test_live_versions_are_loaded_again_after_triton_restarts(world):
     world.register()
     world.tick()
     world.triton.restart()
-    before = world.store.path.read_text()
+    before = stored(world.store)
     world.tick()
     assert world.serving() == {"1", "2"}
-    assert world.store.path.read_text() == before, "the state already said so"
+    assert stored(world.store) == before, "the state already said so"

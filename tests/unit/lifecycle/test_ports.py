@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from services.lifecycle.controller.rollouts import HttpGatewayMetrics
+from services.lifecycle.controller.gateway_metrics import HttpGatewayMetrics, PrometheusGatewayMetrics
 from services.lifecycle.ports import GatewayMetrics, Registry, TritonControl
 from services.registry.mlflow_registry import ModelRegistry
 from services.triton.model_control import TritonModels
@@ -26,6 +26,7 @@ def methods(protocol: type) -> list[str]:
         (TritonControl, TritonModels),
         (TritonControl, FakeTriton),
         (GatewayMetrics, HttpGatewayMetrics),
+        (GatewayMetrics, PrometheusGatewayMetrics),
         (GatewayMetrics, FakeMetrics),
     ],
 )

@@ -1,8 +1,17 @@
-"""Rollout decisions from per-version metrics, computed by hand."""
+"""Rollout decisions from per-version metrics summed over the fleet, computed by hand."""
 
 import pytest
 
-from services.lifecycle.rollout import Snapshot, VersionCounters, judge, parse_snapshot, quantile, window
+from services.lifecycle.controller.gateway_metrics import HttpGatewayMetrics
+from services.lifecycle.rollout import (
+    Snapshot,
+    VersionCounters,
+    fleet_window,
+    judge,
+    parse_snapshot,
+    quantile,
+    window,
+)
 from services.lifecycle.state import Rollout
 
 METRICS = """
@@ -81,3 +90,30 @@ def test_judge_waits_for_enough_requests_then_advances_or_rolls_back():
     )
     decision = judge(rollout(), slow)
     assert decision.action == "rollback" and decision.numbers["p99_ratio"] == pytest.approx(35 / 15, abs=1e-3)
+
+
+def counts(requests: float, errors: float = 0.0) -> Snapshot:
+    return Snapshot(versions={"2": VersionCounters(requests=requests, errors=errors, buckets={"+Inf": requests})})
+
+
+def test_a_fleet_window_sums_every_gateway_and_a_restart_restarts_only_its_own_part():
+    before = {"a": counts(100, 1), "b": counts(50), "gone": counts(7)}
+    after = {"a": counts(130, 2), "b": counts(4), "joined": counts(3)}
+    observed = fleet_window(before, after).versions["2"]
+    # a: 30 more, 1 error; b restarted: its 4 since; joined: its 3; gone: nothing
+    assert (observed.requests, observed.errors, observed.buckets) == (37, 1, {"+Inf": 37})
+
+
+def test_every_gateway_named_is_read_and_summed():
+    texts = {
+        "http://a:8080": 'serving_endpoint_requests_total{code="200",endpoint="e",version="2"} %d\n',
+        "http://b:8080": 'serving_endpoint_requests_total{code="500",endpoint="e",version="2"} %d\n',
+    }
+    served = {"http://a:8080": 10, "http://b:8080": 1}
+    metrics = HttpGatewayMetrics(list(texts), fetch=lambda url: texts[url] % served[url])
+    mark = metrics.mark("e")
+    assert set(mark["gateways"]) == set(texts)
+    served.update({"http://a:8080": 40, "http://b:8080": 4})
+    observed = metrics.window("e", mark, 0.0, 10.0).versions["2"]
+    assert (observed.requests, observed.errors) == (33, 3)
+    assert metrics.window("e", {"versions": {}}, 0.0, 10.0) is None, "an earlier release's one-gateway baseline"

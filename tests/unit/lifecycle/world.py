@@ -1,4 +1,5 @@
-"""A controller over a real deployment state file and the fakes of `fakes.py`, for the controller's unit tests."""
+"""A controller over a real deployment state store (embedded SQLite) and the fakes of `fakes.py`, for the controller's
+unit tests."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class World:
             monotonic=self.clock,
             forward=lambda model_dir, manifest: self.forward_answer,
         )
-        self.store = DeploymentStore(self.settings.deployments_file)
+        self.store = DeploymentStore.open(self.settings.state_url)
         self.store.update(lambda s: transitions.set_auto_update(s, "emb", "m", max_versions))
 
     def register(self, **tags: str) -> str:

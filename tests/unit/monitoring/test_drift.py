@@ -46,3 +46,9 @@ def test_a_reference_from_the_data_set_is_fixed(tmp_path):
     feature = monitor.features[("e", "2", "predicted_label")]
     assert len(feature.reference) == 100 and len(feature.window) == 100, "live values never join a fixed reference"
     assert monitor.scores()[("e", "2", "predicted_label", "psi")] > 0.25
+
+
+def test_a_worker_whose_fleet_judges_drift_keeps_nothing_and_scores_nothing():
+    monitor = DriftMonitor(DriftSettings(reference_size=10, window_size=10, min_samples=10, worker_scores=False))
+    monitor.observe("e", "1", "token_length", list(range(100)))
+    assert monitor.features == {} and monitor.scores() == {}

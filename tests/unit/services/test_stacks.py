@@ -43,13 +43,20 @@ def test_clearml_runs_triton_with_the_encoder_alone_then_the_gateway_and_the_con
     assert gateway.env["GATEWAY_TRITON_GRPC_URL"] == "127.0.0.1:9201"
     assert gateway.env["GATEWAY_ENDPOINTS_FILE"] == str(options.endpoints_file.resolve())
     assert "GATEWAY_BUCKETS" not in gateway.env, "ragged padding by default"
-    assert gateway.env["GATEWAY_DEPLOYMENTS_FILE"] == controller.env["CONTROLLER_DEPLOYMENTS_FILE"]
+    state = f"sqlite:///{(options.run_dir / 'lifecycle' / 'state.db').resolve()}"
+    assert gateway.env["SERVING_STATE_URL"] == controller.env["SERVING_STATE_URL"] == state, "the embedded store"
     assert controller.env["CONTROLLER_TRITON_HTTP_URL"] == "http://127.0.0.1:9200"
     assert controller.env["CONTROLLER_GATEWAY_URL"] == "http://127.0.0.1:9123"
     token = Path(gateway.env["GATEWAY_ADMIN_TOKEN_FILE"])
     assert token.stat().st_mode & 0o777 == 0o600 and len(token.read_text().strip()) >= 32
     again = stack_processes(options)[1].env["GATEWAY_ADMIN_TOKEN_FILE"]
     assert Path(again).read_text() == token.read_text(), "generated once, kept across restarts"
+
+
+def test_a_state_url_given_to_serving_up_reaches_the_gateway_and_the_controller(options):
+    url = "postgresql+psycopg2://serving@127.0.0.5:5432/serving"
+    _, gateway, controller = stack_processes(replace(options, state_url=url))
+    assert gateway.env["SERVING_STATE_URL"] == controller.env["SERVING_STATE_URL"] == url
 
 
 def test_bucket_padding_hands_the_gateway_its_buckets(options):

@@ -1,0 +1,153 @@
+"""A Triton host as one process (`serving triton-agent`): the replica agent, and the wheel's tritonserver as its
+child, started (and started again when it dies or wedges) only after the agent has placed every live version.
+
+The server is the launcher's `ProcessSpec` of every stack's Triton (`server.triton_process`), in explicit
+model-control mode; its `prepare` hook, run by the launcher before each start, is the agent's `prepare`, and adds a
+`--load-model` for every deployed model it placed: tritonserver loads those before it opens its HTTP and gRPC ports.
+The restarts are the supervisor's (`services.launcher.Supervisor`, ticked from the agent's loop), with its backoff
+and, when a built-in model is served, its inference liveness probe.
+
+With AGENT_START_TRITON=false the agent syncs a Triton started by someone else (a container beside it, serving the
+same repository); `serving triton-agent --prepare-only` places the live versions and exits, for an init step before
+that Triton starts (`--model-control-mode=explicit --load-model=*`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+
+from services.common.errors import ConfigurationError, ServingError, Unavailable
+from services.launcher import Launcher, Supervisor
+from services.replica.agent import ReplicaAgent
+from services.replica.settings import AgentSettings
+from services.stacks.triton_service import STACK_TRITON_DEFAULTS
+from services.triton.model_control import TritonModels
+from services.triton.repository import RenderOptions, render
+from services.triton.server import triton_process
+
+log = logging.getLogger("triton-agent")
+BUILTIN_MODELS = ["encoder"]
+"""What a built-in model (AGENT_MODEL_DIR) adds to the server's start, as `serving up STACK=clearml` loads it."""
+
+
+class TritonHost:
+    """The agent's own tritonserver, in its run directory, started only once the agent has placed the live versions."""
+
+    def __init__(self, settings: AgentSettings, agent: ReplicaAgent):
+        self.settings, self.agent = settings, agent
+        if settings.model_dir is not None:  # first: rendering replaces the whole repository
+            options = RenderOptions(target="local", **STACK_TRITON_DEFAULTS["clearml"])  # as `serving up` renders it
+            render(settings.model_dir, settings.repository, options)
+        settings.repository.mkdir(parents=True, exist_ok=True)
+        builtin = BUILTIN_MODELS if settings.model_dir is not None else []
+        self.spec = triton_process(settings.repository, settings.run_dir, settings.ports, builtin)
+        if settings.log_json:  # Triton's own lines as JSON, as `serving up --log-json` has them
+            self.spec.argv = [sys.executable, "-m", "services.triton.logpipe", "--", *self.spec.argv]
+        self.spec.prepare = self.prepare
+        self.base_argv = list(self.spec.argv)
+        self.launcher = Launcher(settings.run_dir)
+        self.supervisor: Supervisor | None = None
+
+    def prepare(self) -> None:
+        """Before each start of the server: every live version placed, and loaded at the start."""
+        try:
+            models = self.agent.prepare()
+        except ServingError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the store or the registry away: the supervisor tries again later
+            raise Unavailable(f"the live versions could not be placed before Triton's start: {exc}") from None
+        self.spec.argv = self.base_argv + [f"--load-model={model}" for model in models]
+        log.info("starting Triton with the deployed models %s", models or "none")
+
+    def start(self, stop: dict) -> bool:
+        """Start the server and wait for it to be ready, trying again with backoff until it is or `stop` is set."""
+        delay = self.settings.interval
+        while not stop["now"]:
+            started = time.monotonic()
+            try:
+                self.launcher.start_ready(self.spec, detach=True, timeout=self.settings.ready_timeout)
+            except (ServingError, OSError) as exc:
+                log.warning("Triton did not start: %s; trying again in %.0fs", exc, delay)
+                time.sleep(delay)
+                delay = min(self.settings.max_backoff, delay * 2)
+                continue
+            log.info("Triton ready at %s in %.1fs", self.settings.http_url, time.monotonic() - started)
+            self.supervisor = Supervisor(self.launcher)
+            return True
+        return False
+
+    def tick(self) -> None:
+        """The supervisor's look at the server; raises once it gave up on it (restarted too often), so that the
+        agent exits too and whatever runs the host (Kubernetes, systemd) starts it again."""
+        if self.supervisor is None:
+            return
+        self.supervisor.tick()
+        watched = self.supervisor.watched[0]
+        if watched.phase == "failed":
+            raise ConfigurationError(
+                f"Triton was restarted {watched.restarts.total} times and is left down ({watched.last_reason}); "
+                f"its log: {self.launcher.log_path(self.spec.name)}"
+            )
+
+    def stop(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop()
+        else:
+            self.launcher.stop_all()
+
+
+def build_agent(settings: AgentSettings) -> ReplicaAgent:
+    """The agent over the real store, registry and Triton."""
+    from services.lifecycle.state import DeploymentStore
+    from services.registry.mlflow_registry import ModelRegistry
+    from services.registry.settings import RegistrySettings
+
+    options = RenderOptions(target=settings.target, gpu=settings.gpu)
+    return ReplicaAgent(
+        DeploymentStore.open(settings.state_url),
+        ModelRegistry(RegistrySettings(run_dir=settings.run_dir)),
+        TritonModels(settings.repository, settings.http_url, options),
+        replica=settings.replica_id,
+        models_dir=settings.models_dir,
+        max_backoff=settings.max_backoff,
+    )
+
+
+def run(settings: AgentSettings, *, prepare_only: bool = False) -> None:
+    """Place the live versions, start Triton (unless someone else does), then sync and report until SIGTERM."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # the agent retries a failed fetch itself
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a look at Triton a second is not news
+    agent = build_agent(settings)
+    if prepare_only:
+        models = agent.prepare()
+        print(" ".join(f"--load-model={model}" for model in models))
+        return
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
+    host = TritonHost(settings, agent) if settings.start_triton else None
+    if host is not None and not host.start(stop):
+        return
+    log.info("replica %s syncing from %s", settings.replica_id, settings.state_url.split("@")[-1])
+    last_problem = None
+    try:
+        while not stop["now"]:
+            if host is not None:
+                host.tick()  # raises once Triton is given up on: the agent exits with it
+            try:
+                agent.tick()
+                last_problem = None
+            except Exception as exc:  # noqa: BLE001 - the store, the registry or Triton away: the loop lives on
+                if str(exc) != last_problem:
+                    log.warning("sync failed (%s); carrying on", exc)
+                last_problem = str(exc)
+            time.sleep(settings.interval)
+    finally:
+        if host is not None:
+            host.stop()

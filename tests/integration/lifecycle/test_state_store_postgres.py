@@ -1,0 +1,139 @@
+"""The shared deployment state on a real PostgreSQL server (`tests/support/postgres.py`): two processes changing it at
+once lose no change; a real gateway (two workers, Triton behind it) follows it, a change reaching every worker within
+2 s at the default poll interval; with the store stopped the gateway keeps serving the last state and says so in
+`/health/ready` and `/metrics`, and catches up once the store is back."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from services.lifecycle.state import DeploymentStore, EndpointState, VersionState
+from services.triton.repository import RenderOptions
+from tests.support.servers import Server, start_gateway, start_triton
+
+WRITER = """
+import sys
+from services.lifecycle.state import DeploymentStore, EndpointState
+store = DeploymentStore.open(sys.argv[1])
+def change(state, i):
+    state.endpoints["shared"].max_versions += 1  # the same field in every writer: a lost update would show
+    state.endpoints[f"{sys.argv[2]}{i}"] = EndpointState()
+for i in range(int(sys.argv[3])):
+    store.update(lambda state: change(state, i))
+"""
+
+
+@pytest.fixture(scope="module")
+def url(postgres) -> str:
+    return postgres.create_database("state_store_tests")
+
+
+@pytest.fixture(scope="module")
+def store(url) -> DeploymentStore:
+    store = DeploymentStore.open(url)
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory, tiny_model, store, url):
+    """A gateway of two workers over Triton's encoder, deployed as endpoint `encoder` (version 1) in the store."""
+    live = VersionState(version="1", state="live", model_dir=str(tiny_model))
+    store.update(lambda s: s.endpoints.update(encoder=EndpointState(versions={"1": live})))
+    triton = start_triton(
+        tmp_path_factory.mktemp("pg-triton"), tiny_model, RenderOptions(batching=True), models=("encoder",)
+    )
+    env = {"SERVING_STATE_URL": url, "GATEWAY_ENDPOINTS_POLL_INTERVAL": "1.0"}  # the default poll interval
+    server = start_gateway(tmp_path_factory.mktemp("pg-gateway"), tiny_model, triton, workers=2, env=env)
+    yield server
+    server.launcher.stop_all()
+    triton.stop()
+
+
+def test_two_processes_changing_the_state_at_once_lose_no_change(store, url):
+    store.update(lambda s: s.endpoints.update(shared=EndpointState(max_versions=1)))
+    start = store.revision()
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, url, name, "40"]) for name in ("a", "b")]
+    assert [writer.wait(timeout=120) for writer in writers] == [0, 0]
+    state = store.read()
+    assert state.endpoints["shared"].max_versions == 81, "every increment of the one field counted"
+    assert {f"{n}{i}" for n in "ab" for i in range(40)} <= set(state.endpoints)
+    assert store.revision() == start + 80
+    store.update(lambda s: [s.endpoints.pop(name) for name in list(s.endpoints) if name != "encoder"])
+
+
+def test_replica_reports_on_postgresql(store):
+    store.report_replica("triton-a", {"emb": ["1"]}, now=50.0)
+    store.report_replica("triton-a", {"emb": ["1", "2"]}, now=60.0)
+    store.report_replica("triton-b", {"emb": ["1"]}, now=40.0)
+    assert store.replicas(now=62.0, ttl=10.0) == {"triton-a": {"emb": ["1", "2"]}}
+
+
+def serves(gateway: Server) -> int:
+    return httpx.post(f"{gateway.url}/serve/encoder", json={"text": "hello world"}, timeout=10).status_code
+
+
+def ready(gateway: Server) -> tuple[int, dict]:
+    answer = httpx.get(f"{gateway.url}/health/ready", timeout=10)
+    return answer.status_code, answer.json()
+
+
+def store_up(gateway: Server) -> float | None:
+    metrics = httpx.get(f"{gateway.url}/metrics", timeout=10).text
+    found = re.search(r'^serving_state_store_up\{backend="postgresql"\} (\S+)$', metrics, re.M)
+    return float(found.group(1)) if found else None
+
+
+def settled(check: Callable[[], bool], timeout: float, times: int = 10) -> float:
+    """Seconds until `check` held `times` times in a row (new connections: any worker may answer each one)."""
+    started = time.monotonic()
+    first, row = None, 0
+    while row < times:
+        assert time.monotonic() - started < timeout, f"not settled within {timeout}s"
+        if check():
+            first, row = first or time.monotonic(), row + 1
+        else:
+            first, row = None, 0
+            time.sleep(0.05)
+    return first - started
+
+
+def set_state(store: DeploymentStore, phase: str) -> None:
+    store.update(lambda s: setattr(s.endpoints["encoder"].versions["1"], "state", phase))
+
+
+def test_a_change_reaches_every_gateway_worker_within_2_s(gateway, store):
+    assert serves(gateway) == 200 and ready(gateway)[1]["state_store"] == "ok"
+    took = []
+    for phase, expected in [("draining", 404), ("live", 200)]:
+        set_state(store, phase)
+        took.append(settled(lambda expected=expected: serves(gateway) == expected, timeout=10))
+    print(f"\nstate change -> every worker switched after {took[0]:.2f} s (drain) and {took[1]:.2f} s (live again)")
+    assert max(took) <= 2.0, took
+
+
+def test_with_the_store_stopped_the_gateway_serves_the_last_state_says_so_and_catches_up(gateway, store, postgres):
+    assert store_up(gateway) == 1.0
+    postgres.stop()
+    try:
+        took = settled(lambda: ready(gateway)[1]["state_store"].startswith("unreachable: "), timeout=10)
+        status, body = ready(gateway)
+        print(f"\nstore stopped -> every worker said so after {took:.2f} s: {body['state_store']}")
+        assert status == 200 and "Connection refused" in body["state_store"], body
+        assert store_up(gateway) == 0.0
+        assert {serves(gateway) for _ in range(20)} == {200}, "the last state keeps serving"
+    finally:
+        postgres.start()
+    back = settled(lambda: ready(gateway)[1]["state_store"] == "ok", timeout=10)
+    assert store_up(gateway) == 1.0, "every worker reaches the store again"
+    set_state(store, "draining")
+    caught_up = settled(lambda: serves(gateway) == 404, timeout=10)
+    print(f"store back -> 'ok' after {back:.2f} s; a change after that served within {caught_up:.2f} s")
+    set_state(store, "live")

@@ -1,0 +1,261 @@
+"""Two Triton replicas behind one gateway (GATEWAY_TRITON_GRPC_URL=127.0.0.2:P,127.0.0.3:P): each host its own loopback
+address, both on the same ports. gRPC's round_robin spreads the gateway's calls over both; one replica killed under
+load loses at most the calls in flight on it, and those are sent once more to the other; restarted on its address, it
+gets its share again. Calls are counted by each Triton itself (`nv_inference_request_success`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from prometheus_client import REGISTRY
+
+from services.common.errors import ServingError
+from services.triton.grpc_client import TritonClient
+from services.triton.repository import RenderOptions
+from tests.support.servers import processes_mentioning, start_gateway, start_triton, triton_metric
+
+HOSTS = ("127.0.0.2", "127.0.0.3")
+CLIENTS = 16
+RECONNECT = 1.3
+"""Seconds within which every gateway worker has tried a restarted replica again (`grpc.max_reconnect_backoff_ms`
+1 s, with gRPC's 20% jitter)."""
+
+
+def calls(server) -> float:
+    """Inference calls the replica answered so far."""
+    return triton_metric(server, "nv_inference_request_success", "encoder")
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory, tiny_model):
+    """Two Tritons serving the tiny model's encoder, on HOSTS and the same ports; a test may replace one (the list
+    holds the ones running, and each is stopped at the end)."""
+    first = start_triton(
+        tmp_path_factory.mktemp("replica-a"), tiny_model, RenderOptions(batching=True), ("encoder",), address=HOSTS[0]
+    )
+    second = start_triton(
+        tmp_path_factory.mktemp("replica-b"),
+        tiny_model,
+        RenderOptions(batching=True),
+        ("encoder",),
+        address=HOSTS[1],
+        ports=first.ports,
+    )
+    servers = [first, second]
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory, tiny_model, replicas):
+    target = ",".join(server.grpc_url for server in replicas)
+    server = start_gateway(
+        tmp_path_factory.mktemp("gateway"), tiny_model, replicas[0], env={"GATEWAY_TRITON_GRPC_URL": target}
+    )
+    yield server
+    server.launcher.stop_all()
+
+
+class Load:
+    """CLIENTS threads posting to the gateway, each pausing `pause` seconds between requests, until stopped;
+    every answer kept with its time (-1: no answer)."""
+
+    def __init__(self, url: str, pause: float):
+        self.url, self.pause = url, pause
+        self.results: list[tuple[float, int]] = []
+        self.stopped = threading.Event()
+        self.threads = [threading.Thread(target=self._client) for _ in range(CLIENTS)]
+
+    def __enter__(self) -> Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        for thread in self.threads:
+            thread.join()
+
+    def _client(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=15) as client:
+            while not self.stopped.is_set():
+                try:
+                    code = client.post("/serve/minilm", json={"text": "replicas under load"}).status_code
+                except httpx.HTTPError:
+                    code = -1
+                self.results.append((time.monotonic(), code))
+                time.sleep(self.pause)
+
+    def since(self, start: float) -> list[int]:
+        return [code for at, code in self.results if at > start]
+
+
+def test_each_replica_gets_half_of_the_calls(gateway, replicas):
+    before = [calls(server) for server in replicas]
+    with Load(gateway.url, pause=0) as load:
+        while len(load.results) < 400:
+            time.sleep(0.05)
+    counts = [calls(server) - was for server, was in zip(replicas, before, strict=True)]
+    shares = [count / sum(counts) for count in counts]
+    print(f"\n{len(load.results)} requests, {sum(counts):.0f} Triton calls: {counts} -> shares {shares}")
+    assert [code for _, code in load.results if code != 200] == []
+    assert all(0.35 <= share <= 0.65 for share in shares), shares
+
+
+def test_a_replica_killed_loses_at_most_its_calls_in_flight_and_gets_traffic_again_once_restarted(
+    gateway, replicas, tiny_model, tmp_path
+):
+    victim, survivor = replicas
+    regions = shared_memory_of(Path(victim.launcher.run_dir))
+    with Load(gateway.url, pause=0.03) as load:
+        time.sleep(1.0)
+        survivor_before = calls(survivor)
+        killed_at = time.monotonic()
+        os.kill(victim.pid, signal.SIGKILL)
+        time.sleep(2.0)
+        after_kill = load.since(killed_at)
+        moved = calls(survivor) - survivor_before
+        revived = restart(replicas, 0, tmp_path, tiny_model)
+        ready_at = time.monotonic()
+        while calls(revived) == 0 and time.monotonic() - ready_at < 15:
+            time.sleep(0.05)
+        back_after = time.monotonic() - ready_at
+        # Each gateway worker's channel tries the address again at least every 1.2 s (1 s backoff, 20% jitter).
+        time.sleep(max(0.0, ready_at + RECONNECT - time.monotonic()))
+        shares_from = [calls(revived), calls(survivor)]
+        time.sleep(1.0)
+        shares = [calls(revived) - shares_from[0], calls(survivor) - shares_from[1]]
+    remove_shared_memory(regions)
+    failed = [code for _, code in load.results if code != 200]
+    retries = gateway_metric(gateway.url, "serving_triton_retries_total")
+    print(
+        f"\n{len(load.results)} requests ({len(after_kill)} in the 2 s after the kill): {len(failed)} failed "
+        f"{failed[:5]}; {retries:.0f} Triton calls sent once more; the survivor answered {moved:.0f} calls in those "
+        f"2 s; the restarted replica's first call {back_after:.2f} s after it was ready; the calls of the second "
+        f"from {RECONNECT} s after it, restarted/survivor: {shares}"
+    )
+    assert revived.grpc_url == victim.grpc_url
+    assert len(after_kill) > 100 and moved > 0, "traffic went on, to the survivor"
+    assert len(failed) <= 0.01 * len(load.results), failed
+    assert back_after < 15, "the restarted replica got no calls"
+    assert 0.35 <= shares[0] / sum(shares) <= 0.65, shares
+
+
+def test_a_replica_stopping_gracefully_costs_no_request(gateway, replicas, tiny_model, tmp_path):
+    """SIGTERM (Kubernetes' stop, the supervisor's): Triton unloads its models first and answers NOT_FOUND until it
+    closes its port (about 2 s here); those calls are sent once more, to the other replica."""
+    survivor, leaving = replicas
+    retries_before = gateway_metric(gateway.url, "serving_triton_retries_total")
+    with Load(gateway.url, pause=0.03) as load:
+        time.sleep(1.0)
+        stopped_at = time.monotonic()
+        os.kill(leaving.pid, signal.SIGTERM)
+        process = leaving.launcher.procs[0][1]
+        while process.poll() is None and time.monotonic() - stopped_at < 30:
+            time.sleep(0.05)
+        gone_after = time.monotonic() - stopped_at
+        time.sleep(0.5)
+    failed = [code for _, code in load.results if code != 200]
+    retries = gateway_metric(gateway.url, "serving_triton_retries_total") - retries_before
+    print(
+        f"\n{len(load.results)} requests ({len(load.since(stopped_at))} from the SIGTERM on): {len(failed)} failed "
+        f"{failed[:5]}; {retries:.0f} Triton calls sent once more; the stopping replica exited {gone_after:.2f} s "
+        "after its SIGTERM"
+    )
+    assert process.returncode == 0, "it stopped cleanly"
+    assert retries > 0, "the stopping replica got calls while it unloaded, and they were sent once more"
+    assert len(failed) <= 0.01 * len(load.results), failed
+    restart(replicas, 1, tmp_path, tiny_model)  # the next test needs both
+
+
+def test_a_replica_that_stops_answering_is_left_out_within_seconds_and_its_calls_answered_by_the_other(replicas):
+    """The gateway's client itself, 16 calls at a time: one replica frozen (SIGSTOP: its connection stays open, nothing
+    answers). Within seconds a ping goes unanswered, its connection is closed, and the calls that were waiting on it
+    are sent once more, to the other replica; none fails."""
+    live, frozen = replicas
+    regions = shared_memory_of(Path(frozen.launcher.run_dir))
+    client = TritonClient(f"{live.grpc_url},{frozen.grpc_url}", timeout=10, retry_after=1)
+    inputs = {name: np.ones((1, 8), np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")}
+    results: list[tuple[float, float, str | None]] = []  # start, seconds, error
+
+    async def caller(until: float) -> None:
+        while time.monotonic() < until:
+            start = time.monotonic()
+            try:
+                await client.infer("encoder", inputs, ["embedding"])
+                results.append((start, time.monotonic() - start, None))
+            except ServingError as exc:
+                results.append((start, time.monotonic() - start, exc.message))
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> float:
+        until = time.monotonic() + 4.0
+        callers = [asyncio.ensure_future(caller(until)) for _ in range(CLIENTS)]
+        await asyncio.sleep(0.5)
+        frozen_at = time.monotonic()
+        os.kill(frozen.pid, signal.SIGSTOP)
+        await asyncio.gather(*callers)
+        await client.close()
+        return frozen_at
+
+    before = REGISTRY.get_sample_value("serving_triton_retries_total")
+    try:
+        frozen_at = asyncio.run(scenario())
+    finally:  # its Python-backend stubs too: they wait on their frozen server and ignore SIGTERM
+        os.killpg(frozen.pid, signal.SIGKILL)
+        remove_shared_memory(regions)
+    retries = REGISTRY.get_sample_value("serving_triton_retries_total") - before
+    failed = [error for _, _, error in results if error]
+    waited = max(seconds for start, seconds, _ in results if start >= frozen_at - 0.1)
+    last_slow = max((start for start, seconds, _ in results if seconds > 1), default=frozen_at) - frozen_at
+    print(
+        f"\n{len(results)} calls, {len(failed)} failed {failed[:3]}; {retries:.0f} sent once more; the longest wait "
+        f"{waited:.2f} s; the last call held by the frozen replica started {last_slow:.2f} s after it froze"
+    )
+    assert failed == []
+    assert retries > 0, "calls waiting on the frozen replica were sent once more"
+    assert last_slow < 2.0, "the frozen replica left the rotation"
+
+
+def restart(replicas: list, index: int, tmp_path: Path, tiny_model: Path):
+    """A new Triton in place of `replicas[index]` (stopped or dead), on its address and ports."""
+    replicas[index].stop()
+    revived = start_triton(
+        tmp_path / f"replica-{index}",
+        tiny_model,
+        RenderOptions(batching=True),
+        ("encoder",),
+        ports=replicas[index].ports,
+    )
+    replicas[index] = revived
+    return revived
+
+
+def shared_memory_of(run_dir: Path) -> list[Path]:
+    """The Python-backend shared-memory regions of the Triton running from `run_dir` (its stubs' command lines name
+    them): a Triton killed with -9 leaves them in /dev/shm."""
+    return [
+        Path("/dev/shm") / word
+        for line in processes_mentioning(str(run_dir))
+        for word in line.split()
+        if word.startswith("triton_python_backend_shm_region")
+    ]
+
+
+def remove_shared_memory(regions: list[Path]) -> None:
+    for region in regions:
+        region.unlink(missing_ok=True)
+
+
+def gateway_metric(url: str, name: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))

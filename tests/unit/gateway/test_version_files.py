@@ -1,0 +1,59 @@
+"""A deployed version's manifest and tokenizer for a gateway (`services.gateway.version_files`): the state's
+`model_dir` when this host can read it, else fetched once from the registry into the gateway's own cache."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE
+from services.common.errors import ConfigurationError
+from services.gateway.version_files import version_files
+from services.lifecycle.state import VersionState
+from tests.support.models import unit_model_dir
+
+
+class FilesFromDisk:
+    """The registry's `fetch_files`, from a model directory on disk; counts the fetches."""
+
+    def __init__(self, model_dir):
+        self.model_dir, self.fetches = model_dir, []
+
+    def fetch_files(self, name, version, dest, files):
+        self.fetches.append((name, version))
+        dest.mkdir(parents=True, exist_ok=True)
+        for file in files:
+            shutil.copy2(self.model_dir / file, dest / file)
+        return dest
+
+
+@pytest.fixture
+def registry(tmp_path) -> FilesFromDisk:
+    return FilesFromDisk(unit_model_dir(tmp_path / "registered"))
+
+
+def record(model_dir: str | None, name: str = "tiny-emb") -> VersionState:
+    return VersionState(version="3", state="live", model_dir=model_dir, lineage={"registry": {"name": name}})
+
+
+def test_a_model_dir_readable_here_is_used_as_it_is(registry, tmp_path):
+    found = version_files("emb", record(str(registry.model_dir)), tmp_path / "cache", registry=registry)
+    assert found == registry.model_dir and registry.fetches == []
+
+
+def test_another_hosts_model_dir_is_fetched_once_from_the_registry_of_the_lineage(registry, tmp_path):
+    elsewhere = record("/on/the/controllers/host/emb/3/model")
+    found = version_files("emb", elsewhere, tmp_path / "cache", registered_name="other", registry=registry)
+    assert found == tmp_path / "cache" / "emb" / "3"
+    assert sorted(p.name for p in found.iterdir()) == [MANIFEST_FILE, TOKENIZER_FILE]
+    assert version_files("emb", elsewhere, tmp_path / "cache", registry=registry) == found
+    assert registry.fetches == [("tiny-emb", "3")]
+    assert [p.name for p in (tmp_path / "cache" / "emb").iterdir()] == ["3"]  # no staging directory left
+
+
+def test_a_tokenizer_that_is_not_the_manifests_is_refused_and_not_cached(registry, tmp_path):
+    (registry.model_dir / TOKENIZER_FILE).write_text('{"changed": true}')
+    with pytest.raises(ConfigurationError, match="does not match its manifest's hash"):
+        version_files("emb", record(None), tmp_path / "cache", registry=registry)
+    assert not (tmp_path / "cache" / "emb" / "3").exists()
