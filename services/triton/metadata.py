@@ -60,7 +60,9 @@ def model_tensors(url: str, model: str, version: str = "", timeout: float = TIME
     from tritonclient.grpc import InferenceServerClient
     from tritonclient.utils import InferenceServerException
 
-    client = InferenceServerClient(url)
+    from services.triton.target import parse_target
+
+    client = InferenceServerClient(parse_target(url).target)  # several replicas: any of them holds the model
     try:
         try:
             index = client.get_model_repository_index(as_json=True, client_timeout=timeout).get("models", [])

@@ -28,12 +28,15 @@ def objects(overlay: str) -> dict[tuple[str, str], dict]:
     return {(doc["kind"], doc["metadata"]["name"]): doc for doc in yaml.safe_load_all(kustomize(overlay)) if doc}
 
 
-def containers(rendered: dict) -> list[tuple[str, dict]]:
+def containers(rendered: dict, init: bool = False) -> list[tuple[str, dict]]:
+    """Every Deployment's containers by container name (`init`: its init containers too)."""
+    kinds = ("containers", "initContainers") if init else ("containers",)
     return [
-        (name, c)
-        for (kind, name), doc in rendered.items()
+        (c["name"], c)
+        for (kind, _), doc in rendered.items()
         if kind == "Deployment"
-        for c in doc["spec"]["template"]["spec"]["containers"]
+        for field in kinds
+        for c in doc["spec"]["template"]["spec"].get(field, [])
     ]
 
 

@@ -103,6 +103,18 @@ def triton_metric(server: TritonServer, name: str, model: str) -> float:
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
 
 
+def stub_shared_memory(server: TritonServer) -> list[Path]:
+    """The shared-memory files of `server`'s Python-backend stubs (their command lines name them): a Triton killed
+    with -9 leaves them in /dev/shm."""
+    lines = processes_mentioning(str(server.launcher.run_dir))
+    return [Path("/dev/shm") / word for line in lines for word in line.split() if word.startswith("triton_python_")]
+
+
+def remove_files(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
 def start_gateway(
     tmp_path: Path, model_dir: Path, triton: TritonServer, *, workers: int = 2, env: dict[str, str] | None = None
 ) -> Server:

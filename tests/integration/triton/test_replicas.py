@@ -1,7 +1,8 @@
 """Two Triton replicas behind one gateway (GATEWAY_TRITON_GRPC_URL=127.0.0.2:P,127.0.0.3:P): each host its own loopback
-address, both on the same ports. gRPC's round_robin spreads the gateway's calls over both; one replica killed under
-load loses at most the calls in flight on it, and those are sent once more to the other; restarted on its address, it
-gets its share again. Calls are counted by each Triton itself (`nv_inference_request_success`)."""
+address, both on the same ports. gRPC's round_robin spreads the gateway's calls over both; a replica killed, stopped
+(SIGTERM) or frozen under load costs no request beyond the ones in flight on it (those are sent once more, to the
+other); restarted on its address, it gets its share again. Calls are counted by each Triton itself
+(`nv_inference_request_success`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from prometheus_client import REGISTRY
 from services.common.errors import ServingError
 from services.triton.grpc_client import TritonClient
 from services.triton.repository import RenderOptions
-from tests.support.servers import processes_mentioning, start_gateway, start_triton, triton_metric
+from tests.support.servers import remove_files, start_gateway, start_triton, stub_shared_memory, triton_metric
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
 CLIENTS = 16
@@ -115,7 +116,7 @@ def test_a_replica_killed_loses_at_most_its_calls_in_flight_and_gets_traffic_aga
     gateway, replicas, tiny_model, tmp_path
 ):
     victim, survivor = replicas
-    regions = shared_memory_of(Path(victim.launcher.run_dir))
+    regions = stub_shared_memory(victim)
     with Load(gateway.url, pause=0.03) as load:
         time.sleep(1.0)
         survivor_before = calls(survivor)
@@ -134,7 +135,7 @@ def test_a_replica_killed_loses_at_most_its_calls_in_flight_and_gets_traffic_aga
         shares_from = [calls(revived), calls(survivor)]
         time.sleep(1.0)
         shares = [calls(revived) - shares_from[0], calls(survivor) - shares_from[1]]
-    remove_shared_memory(regions)
+    remove_files(regions)
     failed = [code for _, code in load.results if code != 200]
     retries = gateway_metric(gateway.url, "serving_triton_retries_total")
     print(
@@ -182,7 +183,7 @@ def test_a_replica_that_stops_answering_is_left_out_within_seconds_and_its_calls
     answers). Within seconds a ping goes unanswered, its connection is closed, and the calls that were waiting on it
     are sent once more, to the other replica; none fails."""
     live, frozen = replicas
-    regions = shared_memory_of(Path(frozen.launcher.run_dir))
+    regions = stub_shared_memory(frozen)
     client = TritonClient(f"{live.grpc_url},{frozen.grpc_url}", timeout=10, retry_after=1)
     inputs = {name: np.ones((1, 8), np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")}
     results: list[tuple[float, float, str | None]] = []  # start, seconds, error
@@ -212,7 +213,7 @@ def test_a_replica_that_stops_answering_is_left_out_within_seconds_and_its_calls
         frozen_at = asyncio.run(scenario())
     finally:  # its Python-backend stubs too: they wait on their frozen server and ignore SIGTERM
         os.killpg(frozen.pid, signal.SIGKILL)
-        remove_shared_memory(regions)
+        remove_files(regions)
     retries = REGISTRY.get_sample_value("serving_triton_retries_total") - before
     failed = [error for _, _, error in results if error]
     waited = max(seconds for start, seconds, _ in results if start >= frozen_at - 0.1)
@@ -238,22 +239,6 @@ def restart(replicas: list, index: int, tmp_path: Path, tiny_model: Path):
     )
     replicas[index] = revived
     return revived
-
-
-def shared_memory_of(run_dir: Path) -> list[Path]:
-    """The Python-backend shared-memory regions of the Triton running from `run_dir` (its stubs' command lines name
-    them): a Triton killed with -9 leaves them in /dev/shm."""
-    return [
-        Path("/dev/shm") / word
-        for line in processes_mentioning(str(run_dir))
-        for word in line.split()
-        if word.startswith("triton_python_backend_shm_region")
-    ]
-
-
-def remove_shared_memory(regions: list[Path]) -> None:
-    for region in regions:
-        region.unlink(missing_ok=True)
 
 
 def gateway_metric(url: str, name: str) -> float:

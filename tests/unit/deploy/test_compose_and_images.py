@@ -10,6 +10,7 @@ from pathlib import Path
 from services.gateway.settings import GatewaySettings
 from services.lifecycle.settings import ControllerSettings
 from services.registry.settings import RegistrySettings
+from services.replica.settings import AgentSettings
 from services.triton.repository import repository_dir
 from tests.support.deploy import (
     DEPLOY,
@@ -62,7 +63,7 @@ def project_variables() -> dict[str, set[str]]:
     for name, service in compose("docker-compose.yml")["services"].items():
         found.setdefault(name, set()).update(service.get("environment", {}))
     for overlay in OVERLAYS:
-        for name, container in containers(objects(overlay)):
+        for name, container in containers(objects(overlay), init=True):
             found.setdefault(name, set()).update(item["name"] for item in container.get("env", []))
     return found
 
@@ -79,18 +80,22 @@ def reads(settings_class, variable: str, prefix: str) -> bool:
 
 
 def test_every_variable_a_template_sets_is_a_setting_the_service_reads():
+    """Each project process's variables against the settings class it builds (by prefix, or by a field's alias such
+    as SERVING_STATE_URL, SERVING_RUN_DIR or MLFLOW_TRACKING_URI)."""
+    settings = {
+        "gateway": (GatewaySettings, "GATEWAY_"),
+        "controller": (ControllerSettings, "CONTROLLER_"),
+        "agent": (AgentSettings, "AGENT_"),
+        "prepare": (AgentSettings, "AGENT_"),  # the Triton pods' agent, as their init step
+    }
     checked = 0
     for service, variables in project_variables().items():
         for variable in variables:
-            if variable.startswith("GATEWAY_"):
-                assert reads(GatewaySettings, variable, "GATEWAY_"), f"{service}: {variable}"
-            elif variable.startswith("CONTROLLER_"):
-                assert reads(ControllerSettings, variable, "CONTROLLER_"), f"{service}: {variable}"
-            elif variable == "SERVING_STATE_URL":  # the deployment state store: one name in the gateway and controller
-                settings_class = {"gateway": GatewaySettings, "controller": ControllerSettings}[service]
-                assert reads(settings_class, variable, "SERVING_"), f"{service}: {variable}"
-            elif variable == "MLFLOW_TRACKING_URI":
-                assert reads(RegistrySettings, variable, "REGISTRY_"), f"{service}: {variable}"
+            if service in settings:
+                settings_class, prefix = settings[service]
+                if variable == "MLFLOW_TRACKING_URI" and service != "gateway":  # read by their registry adapter
+                    settings_class, prefix = RegistrySettings, "REGISTRY_"
+                assert reads(settings_class, variable, prefix), f"{service}: {variable}"
             else:  # third-party images' own variables (PostgreSQL, MinIO, Grafana, Jaeger, MLflow's S3 client)
                 assert service in {"postgres", "minio", "grafana", "jaeger", "mlflow"}, f"{service}: {variable}"
                 continue
