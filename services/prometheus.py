@@ -13,8 +13,8 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "observability" / "prometh
 INSTALL_HINT = "Prometheus is not installed: `apt-get install prometheus` (Debian/Ubuntu), then `make observability`"
 
 
-def prometheus_process(config: Path, data_dir: Path, port: int = 9090) -> ProcessSpec:
-    """The Prometheus binary on PATH with `config`, its database in `data_dir`, its web port on loopback."""
+def prometheus_process(config: Path, data_dir: Path, port: int = 9090, address: str = "127.0.0.1") -> ProcessSpec:
+    """The Prometheus binary on PATH with `config`, its database in `data_dir`, its web port on `address`."""
     binary = shutil.which("prometheus")
     if binary is None:
         raise ConfigurationError(INSTALL_HINT)
@@ -23,9 +23,9 @@ def prometheus_process(config: Path, data_dir: Path, port: int = 9090) -> Proces
         binary,
         f"--config.file={config}",
         f"--storage.tsdb.path={data_dir}",
-        f"--web.listen-address=127.0.0.1:{port}",
+        f"--web.listen-address={address}:{port}",
         "--log.level=warn",
     ]
     return ProcessSpec(
-        name="prometheus", argv=argv, ports=[port], ready_url=f"http://127.0.0.1:{port}/-/ready", stop_timeout=10
+        name="prometheus", argv=argv, ports=[port], ready_url=f"http://{address}:{port}/-/ready", stop_timeout=10
     )

@@ -21,6 +21,7 @@ from services.gateway.settings import GatewaySettings
 from services.gateway.state_watcher import StoreWatcher
 from services.gateway.version_files import version_files
 from services.gateway.watcher import FileWatcher
+from services.launcher import local_address
 from services.lifecycle.admin import admin_router
 from services.lifecycle.state import DeploymentStore, EndpointState
 from services.monitoring.drift import DriftMonitor
@@ -47,6 +48,7 @@ def create_app(settings: GatewaySettings | None = None):
                     settings.versions_dir,
                     registered_name=endpoint.registered_name,
                     tracking_uri=settings.registry_url,
+                    local=not settings.versions_from_registry,
                 )
 
             resolvers.append(
@@ -60,7 +62,7 @@ def create_app(settings: GatewaySettings | None = None):
             )
         if settings.endpoints_file is not None:
             path = settings.endpoints_file.resolve()
-            serving_url = settings.serving_base_url or f"http://127.0.0.1:{settings.port}/serve"
+            serving_url = settings.serving_base_url or f"http://{local_address(settings.host)}:{settings.port}/serve"
             resolvers.append(
                 FileWatcher(
                     path,

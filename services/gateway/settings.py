@@ -52,6 +52,9 @@ class GatewaySettings(ApiSettings):
     where a gateway on another host than the controller fetches a deployed version's manifest and tokenizer."""
     versions_dir: Path = Path("run") / "gateway" / "versions"
     """Where this gateway keeps the files of deployed versions it fetched from the registry."""
+    versions_from_registry: bool = False
+    """Fetch every deployed version's files from the registry, even when the state's `model_dir` (the controller's
+    copy) is readable here: hosts of a fleet that share a machine (the multi-host tests) read no one else's files."""
     admin_token: SecretStr | None = None
     """Bearer token of the admin API (`/admin/...`); or read from `admin_token_file`. Neither: the admin API is off."""
     admin_token_file: Path | None = None

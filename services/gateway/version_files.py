@@ -79,11 +79,12 @@ def version_files(
     registered_name: str | None = None,
     registry: FilesRegistry | None = None,
     tracking_uri: str | None = None,
+    local: bool = True,
 ) -> Path:
-    """A directory holding `record`'s manifest and tokenizer: its `model_dir` when readable here, else a copy under
-    `cache_dir/<endpoint>/<version>` (fetched from the registry when not there yet). The registered model is the one
-    in the version's lineage, else `registered_name`, else the endpoint's name."""
-    if record.model_dir and all((Path(record.model_dir) / name).is_file() for name in FILES):
+    """A directory holding `record`'s manifest and tokenizer: its `model_dir` when readable here (and `local`), else a
+    copy under `cache_dir/<endpoint>/<version>` (fetched from the registry when not there yet). The registered model is
+    the one in the version's lineage, else `registered_name`, else the endpoint's name."""
+    if local and record.model_dir and all((Path(record.model_dir) / name).is_file() for name in FILES):
         return Path(record.model_dir)
     target = cache_dir / endpoint / record.version
     if _complete(target):

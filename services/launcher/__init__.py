@@ -13,7 +13,7 @@ from services.launcher.groups import stop_group
 from services.launcher.launch import Launcher
 from services.launcher.records import SUPERVISOR, process_status, recorded, stop_recorded
 from services.launcher.settings import SupervisorSettings
-from services.launcher.spec import ProcessSpec, free_port, port_free
+from services.launcher.spec import ProcessSpec, free_port, local_address, port_free
 from services.launcher.supervise import Supervisor
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "Supervisor",
     "SupervisorSettings",
     "free_port",
+    "local_address",
     "port_free",
     "process_status",
     "recorded",

@@ -44,6 +44,12 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
+def local_address(bind: str) -> str:
+    """Where this machine reaches a server bound to `bind` (any address: loopback; another loopback address, such as a
+    test's host at 127.0.0.7: that address)."""
+    return "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
+
+
 def free_port() -> int:
     """A port the kernel has just handed out as free on loopback (for tests and throwaway processes)."""
     with socket.socket() as sock:

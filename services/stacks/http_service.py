@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from services.launcher import ProcessSpec
+from services.launcher import ProcessSpec, local_address
 from services.stacks.options import StackOptions
 
 
@@ -36,7 +36,7 @@ def http_service(
         argv=argv,
         env=env,
         ports=[options.port],
-        ready_url=f"http://127.0.0.1:{options.port}/health/ready",
+        ready_url=f"http://{local_address(options.host)}:{options.port}/health/ready",
         prepare=lambda: fresh_dir(multiproc),
     )
 

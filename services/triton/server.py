@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.common.errors import ConfigurationError
-from services.launcher import ProcessSpec
+from services.launcher import ProcessSpec, local_address
 from services.triton.liveness import InferenceProbe
 
 PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -134,7 +134,7 @@ def triton_process(
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         "TOKENIZERS_PARALLELISM": "false",
     }
-    local = f"http://{_local_address(ports.address)}:{ports.http}"
+    local = f"http://{local_address(ports.address)}:{ports.http}"
     return ProcessSpec(
         name=name,
         argv=argv,
@@ -145,11 +145,6 @@ def triton_process(
         explain=explain_log,
         liveness=InferenceProbe(local, models[-1]) if models else None,
     )
-
-
-def _local_address(address: str) -> str:
-    """Where this machine reaches a server bound to `address` (any address: loopback)."""
-    return "127.0.0.1" if address in ("0.0.0.0", "::", "") else address
 
 
 _LOAD_FAILURE = re.compile(r"failed to load '([^']+)'[^:]*: (.*)")

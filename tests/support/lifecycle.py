@@ -90,3 +90,20 @@ def register_dir(stack: Stack, model_dir: Path, run_name: str) -> str:
         "tiny-emb", source=f"runs:/{run.info.run_id}/model", run_id=run.info.run_id
     )
     return str(created.version)
+
+
+def broken_model(tmp_path: Path) -> Path:
+    """An exported model that fails about half of real traffic: its manifest promises 64 tokens, its model has 24
+    positions. It passes every deployment check (the warm-up texts have at most 23 tokens) and fails every request
+    longer than 24 tokens. (With 16 positions the controller's own check fails it: rejected at deployment, never
+    served.)"""
+    from services.common.contract import Manifest
+    from services.modelbuild.export import build
+    from services.modelbuild.tiny import write_tiny_checkpoint
+
+    model_dir = tmp_path / "broken-model"
+    build(model_dir, write_tiny_checkpoint(tmp_path / "short", seed=5, max_length=24))
+    manifest = Manifest.load(model_dir)
+    manifest.max_seq_length = 64  # the manifest is not among its own hashed files: nothing else notices
+    manifest.save(model_dir)
+    return model_dir

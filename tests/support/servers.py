@@ -103,10 +103,11 @@ def triton_metric(server: TritonServer, name: str, model: str) -> float:
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
 
 
-def stub_shared_memory(server: TritonServer) -> list[Path]:
-    """The shared-memory files of `server`'s Python-backend stubs (their command lines name them): a Triton killed
-    with -9 leaves them in /dev/shm."""
-    lines = processes_mentioning(str(server.launcher.run_dir))
+def stub_shared_memory(server: TritonServer | Path) -> list[Path]:
+    """The shared-memory files of the Python-backend stubs of `server` (or of the Triton run from that directory):
+    their command lines name them, and a Triton killed with -9 leaves them in /dev/shm."""
+    run_dir = server if isinstance(server, Path) else server.launcher.run_dir
+    lines = processes_mentioning(str(run_dir))
     return [Path("/dev/shm") / word for line in lines for word in line.split() if word.startswith("triton_python_")]
 
 

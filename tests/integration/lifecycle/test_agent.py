@@ -13,21 +13,20 @@ from __future__ import annotations
 import os
 import signal
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pytest
 
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest
 from services.gateway.version_files import version_files
-from services.launcher import Launcher, free_port, stop_recorded
+from services.launcher import free_port
 from services.lifecycle import transitions
 from services.lifecycle.state import DeploymentStore
 from services.registry.mlflow_registry import ModelRegistry
 from services.registry.settings import RegistrySettings
 from services.triton.server import TritonPorts
-from tests.support.agents import agent_host, agents_controller, first_grpc_answer, tracking_server, version_ready
+from tests.support.agents import agents_controller, first_grpc_answer, version_ready
+from tests.support.hosts import Host, Hosts, mlflow_spec, triton_spec
 
 REGISTRY, A, B, JOINER = "127.0.0.4", "127.0.0.2", "127.0.0.3", "127.0.0.6"
 TTL = 30.0
@@ -36,7 +35,7 @@ TTL = 30.0
 
 class Fleet:
     def __init__(self, base: Path, state_url: str):
-        self.base, self.hosts = base, {}
+        self.base, self.hosts = base, Hosts(base)
         ports = set()
         while len(ports) < 4:
             ports.add(free_port())
@@ -44,39 +43,32 @@ class Fleet:
         self.ports = TritonPorts(*triton)  # the same on every replica, as in a Kubernetes Deployment
         self.tracking_uri = f"http://{REGISTRY}:{port}"
         self.state_url = state_url
-        self.launchers: list[Launcher] = []
         self.store = DeploymentStore.open(self.state_url)
         self.store.update(lambda s: transitions.set_auto_update(s, "emb", "tiny-emb", 1))
-        registry_dir = base / "registry-host"
-        registry = self.start(registry_dir, tracking_server(registry_dir, REGISTRY, port), wait=False)
-        replicas = [self.start_agent(address) for address in (A, B)]  # the hosts start at once
-        for launcher, spec, proc in [registry, *replicas]:
-            launcher.wait_ready(spec, proc, 120)
+        registry = self.hosts.add("registry-host", REGISTRY)
+        registry.start(mlflow_spec(registry, port))
+        for address in (A, B):  # the hosts start at once
+            self.start_agent(address)
+        self.hosts.wait_ready(120)
         self.registry = ModelRegistry(RegistrySettings(tracking_uri=self.tracking_uri, run_dir=base / "client"))
-        controller_dir = base / "controller-host"
+        controller = self.hosts.add("controller-host", "127.0.0.1")
         settings = {"interval": "0.5", "replica_ttl": str(TTL), "drain_seconds": "1"}
-        self.start(controller_dir, agents_controller(controller_dir, **self.urls, **settings), wait=True)
+        controller.start(agents_controller(controller.run_dir, **self.urls, **settings))
 
     @property
     def urls(self) -> dict[str, str]:
         return {"state_url": self.state_url, "tracking_uri": self.tracking_uri}
 
-    def start(self, run_dir: Path, spec, *, wait: bool):
-        launcher = Launcher(run_dir)
-        self.launchers.append(launcher)
-        proc = launcher.start(spec, detach=True)
-        if wait:
-            launcher.wait_ready(spec, proc, 120)
-        return launcher, spec, proc
+    def start_agent(self, address: str) -> Host:
+        host = self.hosts.add(f"triton-host-{address}", address)
+        host.start(triton_spec(host, self.ports, **self.urls))
+        return host
 
-    def start_agent(self, address: str):
-        run_dir = self.base / f"triton-host-{address}"
-        self.hosts[address] = run_dir
-        return self.start(run_dir, agent_host(run_dir, address, self.ports, **self.urls), wait=False)
+    def run_dir(self, address: str) -> Path:
+        return self.hosts.all[f"triton-host-{address}"].run_dir
 
     def agent_pid(self, address: str) -> int:
-        launcher = next(lr for lr in self.launchers if lr.run_dir == self.hosts[address])
-        return launcher.procs[0][1].pid
+        return self.hosts.all[f"triton-host-{address}"].pid("triton-agent")
 
     def publish(self, model_dir: Path) -> str:
         return self.registry.publish(model_dir, "tiny-emb")["version"]
@@ -92,73 +84,36 @@ class Fleet:
     def serving(self, version: str, *addresses: str) -> bool:
         return all(version_ready(address, self.ports, "emb", version) for address in addresses)
 
-    def stop(self) -> None:
-        """Every host at once (each agent stops its own Triton)."""
-
-        def stop(launcher: Launcher) -> None:
-            launcher.stop_all()
-            stop_recorded(launcher.run_dir, timeout=10)  # what an agent started, should it have died first
-
-        with ThreadPoolExecutor(len(self.launchers)) as pool:
-            list(pool.map(stop, self.launchers))
-
-
-def wait_for(what: str, check, timeout: float = 60.0, fleet: Fleet | None = None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    logs = ""
-    if fleet is not None:
-        for path in sorted(fleet.base.glob("*/logs/*.log")):
-            logs += f"\n--- {path}\n" + path.read_text(errors="replace")[-1500:]
-    raise AssertionError(f"{what} did not happen within {timeout:.0f}s{logs}")
-
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory, postgres):
     fleet = Fleet(tmp_path_factory.mktemp("agents"), postgres.create_database("replica_agents"))
     yield fleet
-    fleet.stop()
+    fleet.hosts.stop()
 
 
 def test_a_version_goes_live_only_once_every_replica_holds_it(fleet, tiny_model):
     b = f"{B}:{fleet.ports.grpc}"
-    wait_for("replica B's agent reporting", lambda: b in fleet.store.replicas(time.time(), 0.7), 20)
+    fleet.hosts.wait_for("replica B's agent reporting", lambda: b in fleet.store.replicas(time.time(), 0.7), 20)
     os.kill(fleet.agent_pid(B), signal.SIGSTOP)  # B's agent stalls: its last report stays fresh (TTL)
     try:
         started = time.monotonic()
         version = fleet.publish(tiny_model)
-        wait_for("replica A holding the version", lambda: fleet.held_by(version) == {f"{A}:{fleet.ports.grpc}"}, 60)
+        fleet.hosts.wait_for(
+            "replica A holding the version", lambda: fleet.held_by(version) == {f"{A}:{fleet.ports.grpc}"}, 60
+        )
         held_by_a = time.monotonic() - started
         time.sleep(1.5)  # three controller ticks
         assert fleet.state(version) == "loading" and not fleet.serving(version, B)
     finally:
         os.kill(fleet.agent_pid(B), signal.SIGCONT)
     resumed = time.monotonic()
-    wait_for("the version live", lambda: fleet.state(version) == "live", 60, fleet)
+    fleet.hosts.wait_for("the version live", lambda: fleet.state(version) == "live", 60)
     assert fleet.serving(version, A, B) and len(fleet.held_by(version)) == 2
     print(
         f"\nversion {version}: on replica A {held_by_a:.1f}s after registration; "
         f"live {time.monotonic() - resumed:.1f}s after replica B's agent resumed"
     )
-
-
-def test_the_next_version_goes_live_on_both_and_the_old_one_leaves_both(fleet, tiny_model):
-    old = fleet.store.read().endpoints["emb"].live()[0]
-    started = time.monotonic()
-    version = fleet.publish(tiny_model)
-    wait_for("the new version live", lambda: fleet.state(version) == "live", 60, fleet)
-    live_after = time.monotonic() - started
-    assert fleet.serving(version, A, B)
-    wait_for("the old version out of both Tritons", lambda: not fleet.serving(old, A) and not fleet.serving(old, B))
-    for address in (A, B):
-        repository = fleet.hosts[address] / "triton-repository" / "emb"
-        assert sorted(p.name for p in repository.iterdir() if p.is_dir()) == [version]
-        onnx = (repository / version / "model.onnx").resolve()
-        assert onnx.is_relative_to(fleet.hosts[address].resolve())  # its own copy, fetched over HTTP
-    print(f"\nversion {version} live on both replicas {live_after:.1f}s after registration")
 
 
 def test_a_gateway_on_another_host_fetches_the_tokenizer_and_manifest_over_http(fleet):
@@ -171,32 +126,12 @@ def test_a_gateway_on_another_host_fetches_the_tokenizer_and_manifest_over_http(
     assert Manifest.load(files).files == Manifest.load(record.model_dir).files
 
 
-def test_a_killed_triton_is_started_again_by_its_agent_already_holding_the_live_versions(fleet):
-    live = fleet.store.read().endpoints["emb"].live()
-    pidfile = fleet.hosts[A] / "triton.pid"
-    killed = int(pidfile.read_text())
-    os.kill(killed, signal.SIGKILL)
-    started = time.monotonic()
-    health = f"http://{A}:{fleet.ports.http}/v2/health/live"
-    wait_for("the killed Triton gone", lambda: not _answers(health), 10)
-    assert first_grpc_answer(A, fleet.ports, "emb", live, 60)  # its port opened holding them
-    assert int(pidfile.read_text()) != killed
-    print(f"\nkilled Triton: ready again with live versions {live} {time.monotonic() - started:.1f}s after kill -9")
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def test_a_joining_replica_holds_the_live_versions_before_its_triton_is_ready(fleet):
     live = fleet.store.read().endpoints["emb"].live()
     started = time.monotonic()
-    launcher, spec, proc = fleet.start_agent(JOINER)
+    joiner = fleet.start_agent(JOINER)
     assert live and first_grpc_answer(JOINER, fleet.ports, "emb", live, 120)  # its port opened holding them
     ready_after = time.monotonic() - started
-    launcher.wait_ready(spec, proc, 10)
-    wait_for("the joiner's report", lambda: f"{JOINER}:{fleet.ports.grpc}" in fleet.held_by(live[0]), 20)
+    joiner.wait_ready(10)
+    fleet.hosts.wait_for("the joiner's report", lambda: f"{JOINER}:{fleet.ports.grpc}" in fleet.held_by(live[0]), 20)
     print(f"\njoining replica: Triton ready with live versions {live} {ready_after:.1f}s after its agent started")

@@ -21,7 +21,7 @@ from loadtest.targets import build_targets
 from services.common.settings import default_state_url
 from services.launcher import Launcher, stop_group
 from services.registry.mlflow_registry import DatasetRef
-from tests.support.lifecycle import attack_in_background, register_dir
+from tests.support.lifecycle import attack_in_background, broken_model, register_dir
 
 
 def test_admin_api_needs_the_token(stack):
@@ -83,18 +83,8 @@ def test_canary_split_lands_within_three_points_and_a_key_sticks(stack, checkpoi
 
 
 def test_a_version_failing_half_its_requests_is_rolled_back_and_tagged(stack, tmp_path):
-    """The broken version: its manifest promises 64 tokens, its model has 24 positions. It passes every deployment
-    check (the warm-up texts have at most 23 tokens) and fails every request longer than 24 tokens: half of this
-    traffic. (With 16 positions the controller's own check fails it: rejected at deployment, never served.)"""
-    from services.common.contract import Manifest
-    from services.modelbuild.export import build
-    from services.modelbuild.tiny import write_tiny_checkpoint
-
-    model_dir = tmp_path / "model"
-    build(model_dir, write_tiny_checkpoint(tmp_path / "short", seed=5, max_length=24))
-    manifest = Manifest.load(model_dir)
-    manifest.max_seq_length = 64  # the manifest is not among its own hashed files: nothing else notices
-    manifest.save(model_dir)
+    """The broken version (`broken_model`) fails every request longer than 24 tokens: half of this traffic."""
+    model_dir = broken_model(tmp_path)
     stack.admin("PUT", "/endpoints/emb/canary", {"versions": ["2"], "weights": [1.0]})  # new versions wait
     version = register_dir(stack, model_dir, "a broken upload")
     assert version == "3"

@@ -69,13 +69,6 @@ def test_two_processes_changing_the_state_at_once_lose_no_change(store, url):
     store.update(lambda s: [s.endpoints.pop(name) for name in list(s.endpoints) if name != "encoder"])
 
 
-def test_replica_reports_on_postgresql(store):
-    store.report_replica("triton-a", {"emb": ["1"]}, now=50.0)
-    store.report_replica("triton-a", {"emb": ["1", "2"]}, now=60.0)
-    store.report_replica("triton-b", {"emb": ["1"]}, now=40.0)
-    assert store.replicas(now=62.0, ttl=10.0) == {"triton-a": {"emb": ["1", "2"]}}
-
-
 def serves(gateway: Server) -> int:
     return httpx.post(f"{gateway.url}/serve/encoder", json={"text": "hello world"}, timeout=10).status_code
 

@@ -6,7 +6,6 @@ endpoint's data merged across all three workers, with the traffic one worker alo
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -18,7 +17,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily
 
 from loadtest import engine
-from loadtest.sentences import long, short
+from loadtest.sentences import short
 from loadtest.targets import build_targets
 from services.launcher import Launcher, free_port
 from services.lifecycle.controller.gateway_metrics import (
@@ -30,12 +29,12 @@ from services.lifecycle.rollout import quantile
 from services.lifecycle.settings import FleetDriftSettings
 from services.monitoring.fleet_counts import FleetFeatureCounts
 from services.monitoring.fleet_drift import FleetDrift
-from services.prometheus import CONFIG_DIR, prometheus_process
+from services.prometheus import prometheus_process
 from services.prometheus_api import PrometheusApi, increase_between, selector
 from services.triton.repository import RenderOptions
+from tests.support.hosts import FLEET_GATEWAY_ENV, prometheus_config, prometheus_rules
 from tests.support.servers import Server, start_gateway, start_triton
 
-FLEET_ENV = {"GATEWAY_MONITORING__WORKER_SCORES": "false"}
 DRIFT = FleetDriftSettings(reference_size=200, window_size=200, min_samples=100, interval=0.5)
 SCRAPE = 1.0
 
@@ -64,16 +63,8 @@ class Fleet:
 def config(gateways: list[Server], exporter_port: int, controller_port: int) -> str:
     """The project's Prometheus configuration, scraping every second: both gateways and the restarting exporter as
     the `serving` job, the fleet drift monitor as the `controller` job; the other jobs left out."""
-    loaded = yaml.safe_load((CONFIG_DIR / "prometheus.yml").read_text())
-    loaded["global"] = {"scrape_interval": f"{SCRAPE:g}s", "evaluation_interval": f"{SCRAPE:g}s"}
-    targets = {
-        "serving": [g.url.removeprefix("http://") for g in gateways] + [f"127.0.0.1:{exporter_port}"],
-        "controller": [f"127.0.0.1:{controller_port}"],
-    }
-    jobs = {job["job_name"]: job for job in loaded["scrape_configs"]}
-    assert set(targets) <= set(jobs), "the project's configuration scrapes the gateways and the controller"
-    loaded["scrape_configs"] = [jobs[name] | {"static_configs": [{"targets": t}]} for name, t in targets.items()]
-    return yaml.safe_dump(loaded)
+    serving = [g.url.removeprefix("http://") for g in gateways] + [f"127.0.0.1:{exporter_port}"]
+    return yaml.safe_dump(prometheus_config(serving, [f"127.0.0.1:{controller_port}"], SCRAPE))
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +76,7 @@ def fleet(tmp_path_factory, tiny_model) -> Iterator[Fleet]:
         gateways = []
         for name, workers in (("a", 2), ("b", 1)):
             (base / name).mkdir()
-            gateways.append(start_gateway(base / name, tiny_model, triton, workers=workers, env=FLEET_ENV))
+            gateways.append(start_gateway(base / name, tiny_model, triton, workers=workers, env=FLEET_GATEWAY_ENV))
             running.callback(gateways[-1].launcher.stop_all)
         restarting, exporter = Restarting(), CollectorRegistry()
         exporter.register(restarting)
@@ -98,9 +89,7 @@ def fleet(tmp_path_factory, tiny_model) -> Iterator[Fleet]:
         server, _ = start_http_server(controller_port, "127.0.0.1", registry)
         running.callback(server.shutdown)
         (base / "prometheus.yml").write_text(config(gateways, exporter_port, controller_port))
-        rules = (CONFIG_DIR / "rules.yml").read_text()
-        assert "for: 5m" in rules
-        (base / "rules.yml").write_text(rules.replace("for: 5m", "for: 2s"))  # the same rule, a shorter wait
+        (base / "rules.yml").write_text(prometheus_rules())
         launcher = Launcher(base)
         running.callback(launcher.stop_all)
         launcher.start_ready(prometheus_process(base / "prometheus.yml", base / "data", port), detach=True, timeout=60)
@@ -190,31 +179,3 @@ def wait_for(condition, seconds: float, what) -> None:
     while not condition():
         assert time.monotonic() < deadline, what()
         time.sleep(0.5)
-
-
-def test_a_length_shift_over_both_gateways_raises_the_fleets_drift_score_and_alert(fleet):
-    stop = threading.Event()
-    thread = threading.Thread(target=fleet.drift.run, args=(stop,), daemon=True)
-    thread.start()
-    urls = [g.url for g in fleet.gateways]
-    try:
-        reference = send(urls, short(200, seed=0), rate=100)  # the reference: the fleet's first 200 texts
-        calm_traffic = send(urls, short(200, seed=1), rate=100)
-        wait_for(lambda: score(fleet) is not None, 20, lambda: fleet.drift.tracks)
-        calm = score(fleet)
-        assert calm < 0.25, calm
-        assert not fleet.prometheus.query('ALERTS{alertname="ModelInputDrift"}', time.time())
-        shifted_traffic = send(urls, long(200, seed=2), rate=100)  # only long texts now
-        firing = 'ALERTS{alertname="ModelInputDrift",alertstate="firing",endpoint="minilm"}'
-        wait_for(lambda: fleet.prometheus.query(firing, time.time()), 30, lambda: score(fleet))
-        shifted = score(fleet)
-        print(
-            f"\nfleet drift: texts per gateway {reference} + {calm_traffic} + {shifted_traffic}; PSI calm "
-            f"{calm:.3f}, shifted {shifted:.3f}; alert firing"
-        )
-        assert shifted > 0.25, shifted
-        assert score(fleet, job="serving") is None, "the workers judge nothing themselves"
-        assert min(reference.values()) >= 90, "both gateways took their half"
-    finally:
-        stop.set()
-        thread.join(timeout=5)

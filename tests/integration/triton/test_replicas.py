@@ -1,7 +1,7 @@
 """Two Triton replicas behind one gateway (GATEWAY_TRITON_GRPC_URL=127.0.0.2:P,127.0.0.3:P): each host its own loopback
-address, both on the same ports. gRPC's round_robin spreads the gateway's calls over both; a replica killed, stopped
-(SIGTERM) or frozen under load costs no request beyond the ones in flight on it (those are sent once more, to the
-other); restarted on its address, it gets its share again. Calls are counted by each Triton itself
+address, both on the same ports. gRPC's round_robin spreads the gateway's calls over both; a replica stopped (SIGTERM)
+or frozen under load costs no request beyond the ones in flight on it (those are sent once more, to the other). A
+replica killed and restarted under load: tests/integration/scaleout. Calls are counted by each Triton itself
 (`nv_inference_request_success`)."""
 
 from __future__ import annotations
@@ -25,9 +25,6 @@ from tests.support.servers import remove_files, start_gateway, start_triton, stu
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
 CLIENTS = 16
-RECONNECT = 1.3
-"""Seconds within which every gateway worker has tried a restarted replica again (`grpc.max_reconnect_backoff_ms`
-1 s, with gRPC's 20% jitter)."""
 
 
 def calls(server) -> float:
@@ -98,57 +95,6 @@ class Load:
 
     def since(self, start: float) -> list[int]:
         return [code for at, code in self.results if at > start]
-
-
-def test_each_replica_gets_half_of_the_calls(gateway, replicas):
-    before = [calls(server) for server in replicas]
-    with Load(gateway.url, pause=0) as load:
-        while len(load.results) < 400:
-            time.sleep(0.05)
-    counts = [calls(server) - was for server, was in zip(replicas, before, strict=True)]
-    shares = [count / sum(counts) for count in counts]
-    print(f"\n{len(load.results)} requests, {sum(counts):.0f} Triton calls: {counts} -> shares {shares}")
-    assert [code for _, code in load.results if code != 200] == []
-    assert all(0.35 <= share <= 0.65 for share in shares), shares
-
-
-def test_a_replica_killed_loses_at_most_its_calls_in_flight_and_gets_traffic_again_once_restarted(
-    gateway, replicas, tiny_model, tmp_path
-):
-    victim, survivor = replicas
-    regions = stub_shared_memory(victim)
-    with Load(gateway.url, pause=0.03) as load:
-        time.sleep(1.0)
-        survivor_before = calls(survivor)
-        killed_at = time.monotonic()
-        os.kill(victim.pid, signal.SIGKILL)
-        time.sleep(2.0)
-        after_kill = load.since(killed_at)
-        moved = calls(survivor) - survivor_before
-        revived = restart(replicas, 0, tmp_path, tiny_model)
-        ready_at = time.monotonic()
-        while calls(revived) == 0 and time.monotonic() - ready_at < 15:
-            time.sleep(0.05)
-        back_after = time.monotonic() - ready_at
-        # Each gateway worker's channel tries the address again at least every 1.2 s (1 s backoff, 20% jitter).
-        time.sleep(max(0.0, ready_at + RECONNECT - time.monotonic()))
-        shares_from = [calls(revived), calls(survivor)]
-        time.sleep(1.0)
-        shares = [calls(revived) - shares_from[0], calls(survivor) - shares_from[1]]
-    remove_files(regions)
-    failed = [code for _, code in load.results if code != 200]
-    retries = gateway_metric(gateway.url, "serving_triton_retries_total")
-    print(
-        f"\n{len(load.results)} requests ({len(after_kill)} in the 2 s after the kill): {len(failed)} failed "
-        f"{failed[:5]}; {retries:.0f} Triton calls sent once more; the survivor answered {moved:.0f} calls in those "
-        f"2 s; the restarted replica's first call {back_after:.2f} s after it was ready; the calls of the second "
-        f"from {RECONNECT} s after it, restarted/survivor: {shares}"
-    )
-    assert revived.grpc_url == victim.grpc_url
-    assert len(after_kill) > 100 and moved > 0, "traffic went on, to the survivor"
-    assert len(failed) <= 0.01 * len(load.results), failed
-    assert back_after < 15, "the restarted replica got no calls"
-    assert 0.35 <= shares[0] / sum(shares) <= 0.65, shares
 
 
 def test_a_replica_stopping_gracefully_costs_no_request(gateway, replicas, tiny_model, tmp_path):

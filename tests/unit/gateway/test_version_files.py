@@ -42,6 +42,11 @@ def test_a_model_dir_readable_here_is_used_as_it_is(registry, tmp_path):
     assert found == registry.model_dir and registry.fetches == []
 
 
+def test_a_gateway_told_to_read_only_its_own_files_fetches_even_a_readable_model_dir(registry, tmp_path):
+    found = version_files("emb", record(str(registry.model_dir)), tmp_path / "cache", registry=registry, local=False)
+    assert found == tmp_path / "cache" / "emb" / "3" and registry.fetches == [("tiny-emb", "3")]
+
+
 def test_another_hosts_model_dir_is_fetched_once_from_the_registry_of_the_lineage(registry, tmp_path):
     elsewhere = record("/on/the/controllers/host/emb/3/model")
     found = version_files("emb", elsewhere, tmp_path / "cache", registered_name="other", registry=registry)

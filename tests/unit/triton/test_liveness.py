@@ -117,7 +117,7 @@ def template_probes() -> dict[str, list[str]]:
     root = Path(__file__).resolve().parents[3] / "deploy"
     documents = yaml.safe_load_all((root / "k8s" / "base" / "triton.yaml").read_text())
     deployment = next(d for d in documents if d["kind"] == "Deployment")
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "triton")
     compose = yaml.safe_load((root / "compose" / "docker-compose.yml").read_text())
     return {
         "kubernetes": container["livenessProbe"]["exec"]["command"],
