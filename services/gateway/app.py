@@ -75,5 +75,24 @@ def create_app(settings: GatewaySettings | None = None):
         return StackParts(TritonBackend(triton, model, manifest), ChainedResolver(*resolvers), buckets=buckets)
 
     return create_api(
-        settings, parts, service_name="gateway", builtin_required=False, routers=(admin_router(settings, store),)
+        settings,
+        parts,
+        service_name="gateway",
+        builtin_required=False,
+        routers=(admin_router(settings, store),),
+        threads=user_code_threads(settings),
     )
+
+
+SPARE_THREADS = 8
+"""Threads beside the admitted requests' ones: file and store polling, unload(), model loads."""
+
+
+def user_code_threads(settings: GatewaySettings) -> int:
+    """A thread for every request the worker admits (`max_inflight`), plus spares. Synchronous preprocess code runs
+    on these threads, and a sync pipeline's `send_request` blocks its thread until the endpoint it calls answers,
+    often on this same worker: with fewer threads than admitted requests (asyncio's default is the CPU count + 4),
+    a few concurrent pipelines would hold every thread while the requests they wait for queue for one, until
+    timeout. With one a request, every admitted request runs, and calls past `max_inflight` (a pipeline calling
+    itself without end) get 429, which `send_request` returns as None."""
+    return settings.max_inflight + SPARE_THREADS

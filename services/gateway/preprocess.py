@@ -26,7 +26,7 @@ import hashlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +167,7 @@ class EndpointRequests:
         self._client = httpx.Client(timeout=self.TIMEOUT)
         self._async_client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._started: set[asyncio.Task] = set()
         """The event loop the async client belongs to (unload() runs on a thread; the client is closed on its loop)."""
 
     def url(self, endpoint: str, version: str | None) -> str:
@@ -181,9 +182,16 @@ class EndpointRequests:
                 asyncio.get_running_loop()
             except RuntimeError:  # sync code, on its worker thread: wait for the answer
                 return requests.send(endpoint, version, data)
-            return asyncio.ensure_future(requests.send_async(endpoint, version, data))
+            return StartedRequest(requests.start(endpoint, version, data))
 
         return send_request
+
+    def start(self, endpoint: str, version: str | None, data: dict | None) -> asyncio.Task:
+        """The request sent at once, as a task this object keeps until it is done (awaited or not)."""
+        task = asyncio.get_running_loop().create_task(self.send_async(endpoint, version, data))
+        self._started.add(task)
+        task.add_done_callback(self._started.discard)
+        return task
 
     def send(self, endpoint: str, version: str | None, data: dict | None) -> dict | None:
         return _answer(self._client.post(self.url(endpoint, version), json=data))
@@ -198,6 +206,33 @@ class EndpointRequests:
         client, self._async_client = self._async_client, None
         if client is not None and self._loop is not None and not self._loop.is_closed():
             asyncio.run_coroutine_threadsafe(client.aclose(), self._loop)  # works from unload()'s thread too
+
+
+class StartedRequest(Coroutine):
+    """What `send_request` returns in async code: a request already under way, awaitable as clearml-serving's is and
+    a coroutine too, so `asyncio.create_task`, `ensure_future` and `gather` take it. Never awaited, it is no error
+    (the request still runs to its end), so no "never awaited" warning either."""
+
+    def __init__(self, task: asyncio.Task):
+        self.task = task
+        self._steps: Generator | None = None
+
+    def __await__(self) -> Generator:
+        return self.task.__await__()
+
+    def send(self, value: Any) -> Any:
+        if self._steps is None:
+            self._steps = self.task.__await__()
+        return self._steps.send(value)
+
+    def throw(self, error: Any, *args: Any) -> Any:
+        if self._steps is None:
+            self._steps = self.task.__await__()
+        return self._steps.throw(error, *args)
+
+    def close(self) -> None:
+        if self._steps is not None:
+            self._steps.close()
 
 
 def _answer(response: httpx.Response) -> dict | None:

@@ -25,7 +25,7 @@ import joblib
 import numpy as np
 import pytest
 
-from services.gateway.endpoints import EndpointsFile
+from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.triton.repository import RenderOptions
 from tests.support.docblocks import REPO, blocks, problems_of
 from tests.support.models import reference_outputs
@@ -221,6 +221,56 @@ def pipeline_under_load(url: str, expected: dict[int, list[int]], concurrent: in
         f"over {len(live)} probes; {len(other)} plain requests to iris-lightgbm, all 200"
     )
     assert max(live) < 2.0, "a sanity bound, not a speed goal: /health/live must not wait for the pipeline"
+
+
+SYNC_PIPELINE = """
+class Preprocess:
+    def process(self, data, state, collect_custom_statistics_fn=None):
+        if data.get("again"):  # a pipeline that calls itself without end: it must still answer
+            answer = self.send_request("sync-pipeline", data=data)
+            return {"depth": 1 + (answer or {}).get("depth", 0)}
+        answers = [self.send_request(name, data=data["flower"]) for name in ("iris-sklearn", "iris-xgboost")]
+        return {"y": [a["y"] if a else None for a in answers]}
+"""
+
+
+def test_sync_pipelines_at_once_and_one_calling_itself_all_answer(examples):
+    """Synchronous `send_request` blocks its thread until the endpoint it calls (on this same gateway) answers: 48
+    such pipelines at once must not hold every thread while the calls they wait for queue for one (asyncio's default
+    pool has the CPU count + 4), and a pipeline calling itself ends at the worker's `max_inflight` (429 below it)."""
+    endpoints = examples.workspace / "endpoints.json"
+    (examples.workspace / "sync_pipeline.py").write_text(SYNC_PIPELINE)
+
+    def add(file: EndpointsFile) -> None:
+        file.endpoints["sync-pipeline"] = EndpointConfig(engine="custom", preprocess="sync_pipeline.py")
+
+    EndpointsFile.update(endpoints, add)
+    try:
+        url = f"{examples.gateway.url}/serve/sync-pipeline"
+        deadline = time.monotonic() + 30
+        while httpx.post(url, json={"flower": flower(IRIS[0])}, timeout=30).status_code != 200:
+            assert time.monotonic() < deadline, "the endpoint is served within 30 s of its add"
+            time.sleep(0.2)
+
+        async def fire(bodies: list[dict]) -> list[httpx.Response]:
+            async with httpx.AsyncClient(timeout=90) as client:
+                return await asyncio.gather(*(client.post(url, json=body) for body in bodies))
+
+        started = time.monotonic()
+        answers = asyncio.run(fire([{"flower": flower(IRIS[i % 3])} for i in range(48)]))
+        took = time.monotonic() - started
+        assert [(r.status_code, r.json()) for r in answers] == [(200, {"y": [[i % 3], [i % 3]]}) for i in range(48)], (
+            "every pipeline answered, and right"
+        )
+        started = time.monotonic()
+        (looped,) = asyncio.run(fire([{"again": True}]))
+        print(
+            f"\n48 sync pipelines at once: all 200 in {took:.2f} s; a pipeline calling itself answered "
+            f"{looped.status_code} {looped.json()} in {time.monotonic() - started:.2f} s"
+        )
+        assert looped.status_code == 200 and looped.json()["depth"] >= 2
+    finally:
+        EndpointsFile.update(endpoints, lambda file: file.remove("endpoints", "sync-pipeline"))
 
 
 def test_the_index_lists_and_removes_the_examples_endpoints(examples):

@@ -1,8 +1,10 @@
 """clearml-serving's Preprocess contract: loading the user's file and calling its methods as clearml-serving does."""
 
 import asyncio
+import gc
 import json
 import threading
+import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -93,13 +95,12 @@ def test_send_request_from_sync_code_answers_and_each_instance_has_its_own_base_
     second.unload()
 
 
-def test_send_request_from_async_code_is_a_started_task_so_two_calls_run_at_once(tmp_path, endpoints):
+def test_send_request_from_async_code_is_started_at_once_so_two_calls_run_at_once(tmp_path, endpoints):
     pre = user_preprocess(tmp_path, "class Preprocess:\n    pass\n", serving_url=f"{endpoints}/x")
 
     async def fan_out():
         first = pre.instance.send_request("both", data={"i": 1})
         second = pre.instance.send_request("both", data={"i": 2})
-        assert isinstance(first, asyncio.Task), "awaitable, and already started"
         answers = [await first, await second]  # awaited one after the other: the calls were in flight together
         failed = await pre.instance.send_request("fail", None, {})
         client = pre.requests._async_client
@@ -113,6 +114,28 @@ def test_send_request_from_async_code_is_a_started_task_so_two_calls_run_at_once
     answers, failed, closed = asyncio.run(fan_out())
     assert [answer["data"]["i"] for answer in answers] == [1, 2] and failed is None
     assert closed, "unload() closes the async client on its own loop"
+
+
+def test_send_request_from_async_code_works_with_every_asyncio_form_and_unawaited_is_no_warning(tmp_path, endpoints):
+    pre = user_preprocess(tmp_path, "class Preprocess:\n    pass\n", serving_url=f"{endpoints}/x")
+    send = pre.instance.send_request
+
+    async def forms():
+        created = asyncio.create_task(send("echo", data={"form": "create_task"}))
+        ensured = asyncio.ensure_future(send("echo", data={"form": "ensure_future"}))
+        gathered = await asyncio.gather(send("echo", data={"form": "gather"}), send("fail", data={}))
+        send("echo", data={"form": "never awaited"})  # still sent; no warning
+        answers = [await created, await ensured, *gathered]
+        while pre.requests._started:
+            await asyncio.sleep(0.01)
+        return answers
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        answers = asyncio.run(forms())
+        gc.collect()
+    assert [a and a["data"]["form"] for a in answers] == ["create_task", "ensure_future", "gather", None]
+    pre.unload()
 
 
 @pytest.mark.parametrize(
