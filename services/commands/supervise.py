@@ -97,8 +97,7 @@ def start_detached(options: StackOptions, ready_timeout: float) -> int:
     ready (its description written) or it ends; returns the exit code for `serving up --detach`."""
     from services.launcher import SUPERVISOR, Launcher, ProcessSpec, recorded
     from services.launcher.groups import stop_process
-    from services.launcher.records import remove_record
-    from services.stacks.info import INFO_FILE
+    from services.launcher.records import STACK_INFO, remove_record
 
     run_dir = options.run_dir
     if recorded(run_dir).get(SUPERVISOR):
@@ -106,7 +105,7 @@ def start_detached(options: StackOptions, ready_timeout: float) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     saved = {"options": json.loads(options.to_json()), "ready_timeout": ready_timeout}
     (run_dir / OPTIONS_FILE).write_text(json.dumps(saved, indent=2) + "\n")
-    (run_dir / INFO_FILE).unlink(missing_ok=True)
+    (run_dir / STACK_INFO).unlink(missing_ok=True)
     launcher = Launcher(run_dir)
     log = launcher.log_path(SUPERVISOR)
     offset = log.stat().st_size if log.is_file() else 0
@@ -117,7 +116,7 @@ def start_detached(options: StackOptions, ready_timeout: float) -> int:
         with open(log, errors="replace") as output:
             output.seek(offset)
             relay = Relay(output)
-            while proc.poll() is None and not (run_dir / INFO_FILE).is_file():
+            while proc.poll() is None and not (run_dir / STACK_INFO).is_file():
                 relay.forward()
                 time.sleep(0.2)
             relay.forward(final=True)

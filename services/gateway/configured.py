@@ -66,6 +66,12 @@ class ConfiguredEndpoint:
         if self._calls_user_process():
             return await self._user_step("process", data, state, collect)
         if self.model is not None:
+            if isinstance(data, str | bytes | Path):  # xgboost and lightgbm would read a path on this server
+                raise InvalidInput(
+                    f"preprocess of endpoint '{self.name}' returned a {type(data).__name__}: the {self.config.engine} "
+                    "model predicts on rows (a list of lists, a numpy array or the library's own matrix)",
+                    param="preprocess",
+                )
             try:
                 return await engines.predict(self.model, data)
             except Exception as exc:  # noqa: BLE001 - the library refuses the data in its own way: the caller's 422
@@ -104,18 +110,7 @@ class ConfiguredEndpoint:
     async def _engine(self, data: Any) -> Any:
         """The preprocess output as the declared input tensors through Triton or ONNX Runtime; the declared
         outputs back (one array, or a list of them)."""
-        specs = self.config.inputs
-        arrays = [data] if len(specs) == 1 else list(data)
-        if len(arrays) != len(specs):
-            raise InvalidInput(
-                f"preprocess returned {len(arrays)} inputs; endpoint '{self.name}' declares {len(specs)}"
-            )
-        try:
-            feeds = {
-                spec.name: np.asarray(array, dtype=spec.numpy_dtype) for spec, array in zip(specs, arrays, strict=True)
-            }
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"preprocess output does not fit the declared inputs: {exc}") from None
+        feeds = self._feeds(data)
         names = [spec.name for spec in self.config.outputs]
         if self.config.engine == "onnxruntime":
             assert self.onnx is not None
@@ -123,6 +118,33 @@ class ConfiguredEndpoint:
         else:
             outputs = await self.triton.infer(self.config.model, feeds, names, version=self.config.model_version)
         return outputs[names[0]] if len(names) == 1 else [outputs[n] for n in names]
+
+    def _feeds(self, data: Any) -> dict[str, np.ndarray]:
+        """The preprocess output as one array per declared input (one input: the output itself; several: a list or
+        tuple of them, in order); InvalidInput naming preprocess when it does not fit."""
+        specs = self.config.inputs
+        if len(specs) > 1 and not isinstance(data, list | tuple):
+            raise InvalidInput(
+                f"preprocess of endpoint '{self.name}' returned a {type(data).__name__}; the endpoint declares "
+                f"{len(specs)} inputs ({', '.join(s.name for s in specs)}): return a list of {len(specs)} arrays",
+                param="preprocess",
+            )
+        arrays = [data] if len(specs) == 1 else list(data)
+        if len(arrays) != len(specs):
+            raise InvalidInput(
+                f"preprocess returned {len(arrays)} inputs; endpoint '{self.name}' declares {len(specs)}",
+                param="preprocess",
+            )
+        try:
+            return {
+                spec.name: np.asarray(array, dtype=spec.numpy_dtype) for spec, array in zip(specs, arrays, strict=True)
+            }
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidInput(
+                f"preprocess output does not fit the declared inputs of endpoint '{self.name}' "
+                f"({', '.join(f'{s.name} {s.dtype}' for s in specs)}): {type(exc).__name__}: {exc}",
+                param="preprocess",
+            ) from None
 
 
 def check_config(name: str, config: EndpointConfig) -> None:
@@ -180,6 +202,12 @@ def build_endpoint(
         onnx = OnnxModel(model_dir, Manifest.load(model_dir))
     if engine.module is not None:  # a model engine: the model load() returned, else the library's own loader
         model = code.model if code is not None and code.model is not None else engines.load_model(config.engine, file)
+        if not callable(getattr(model, "predict", None)):
+            where = "Preprocess.load() returned" if code is not None and code.model is not None else f"{file} holds"
+            raise ConfigurationError(
+                f"endpoint '{name}': {where} a {type(model).__name__}, which has no predict(): engine "
+                f"'{config.engine}' needs a model (for sklearn, e.g. a fitted estimator saved with joblib.dump)"
+            )
     return ConfiguredEndpoint(name, config, triton, code, onnx, model)
 
 

@@ -131,17 +131,16 @@ def _config(**fields):
 
 
 def check_triton(config, url: str | None, listed: set[str]) -> None:
-    """A triton endpoint's model and tensors against Triton's own (`services.triton.metadata`), at `url`, else the
-    gateway's GATEWAY_TRITON_GRPC_URL: the address the gateway sends this endpoint's requests to. ServingError with
+    """A triton endpoint's model and tensors against Triton's own (`services.triton.metadata`), at `triton_address`:
+    the address the gateway sends this endpoint's requests to. ServingError with
     the fix, in the form the tensors were given in (`listed`: the directions given as lists). A Triton that does not
     answer is said in one line and nothing is checked."""
     if config.engine != "triton" or not config.model:
         return
-    from services.gateway.settings import GatewaySettings
     from services.gateway.tensor_options import fix
     from services.triton.metadata import TritonUnreachable, differences, model_tensors
 
-    url = url or GatewaySettings().triton_grpc_url
+    url = triton_address(url)
     try:
         found = model_tensors(url, config.model, config.model_version)
     except TritonUnreachable as exc:
@@ -152,6 +151,19 @@ def check_triton(config, url: str | None, listed: set[str]) -> None:
         return
     if problems := differences(found, config.inputs, config.outputs, fix(listed)):
         raise ConfigurationError("; ".join(problems) + " (nothing written)")
+
+
+def triton_address(url: str | None) -> str:
+    """`--triton-url`, else GATEWAY_TRITON_GRPC_URL when set, else the Triton of the stack `serving up` started in
+    this run directory (its ports may not be the defaults), else the default address."""
+    from services.common.settings import RunSettings
+    from services.gateway.settings import GatewaySettings
+    from services.launcher.records import read_stack_info
+
+    gateway = GatewaySettings()
+    if url or "triton_grpc_url" in gateway.model_fields_set:
+        return url or gateway.triton_grpc_url
+    return read_stack_info(RunSettings().run_dir).get("urls", {}).get("triton_grpc") or gateway.triton_grpc_url
 
 
 def add_endpoint(file: Path, name: str, config) -> None:

@@ -84,7 +84,24 @@ def load_model(engine: str, model_file: str | None) -> Any:
     try:
         return loaders[engine](model_file)
     except Exception as exc:  # noqa: BLE001 - each library fails in its own way; say which file and why
-        raise ConfigurationError(f"engine '{engine}' cannot load model file {model_file}: {exc}") from exc
+        raise ConfigurationError(
+            f"engine '{engine}' cannot load model file {model_file}: {_first_line(exc)}; it reads {FORMATS[engine]}"
+        ) from None
+
+
+FORMATS = {
+    "sklearn": "a model saved with joblib.dump (or pickle.dump)",
+    "xgboost": "a model saved with Booster.save_model / XGBModel.save_model (.json or .ubj)",
+    "lightgbm": "a model saved with Booster.save_model (its text format)",
+}
+"""What each model engine's loader reads, said when it cannot load a file."""
+
+
+def _first_line(exc: Exception) -> str:
+    """The library's own reason, without the backtrace a native library appends (xgboost's C++ stack)."""
+    lines = str(exc).strip().splitlines()
+    reason = lines[0][:300] if lines else ""
+    return f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
 
 
 def _joblib(path: str) -> Any:

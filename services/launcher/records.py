@@ -132,3 +132,14 @@ def state(meta: dict, alive: bool, supervised: bool) -> str:
     if phase and meta.get("probe_failures"):
         return "wedged"
     return "starting" if phase == "starting" else "running"
+
+
+STACK_INFO = "stack.json"
+"""What `serving up` writes into the run directory once its stack is ready (`services.stacks.info`): the model, the
+knobs, the addresses to call."""
+
+
+def read_stack_info(run_dir: Path) -> dict:
+    """The stack info `serving up` wrote into `run_dir`; {} when no stack wrote it."""
+    path = run_dir / STACK_INFO
+    return json.loads(path.read_text()) if path.is_file() else {}

@@ -7,8 +7,9 @@ description in the run directory.
 
 from __future__ import annotations
 
+from services.launcher.records import read_stack_info
 from services.stacks.http_service import http_service
-from services.stacks.info import read_stack_info, stack_info, write_stack_info
+from services.stacks.info import stack_info, write_stack_info
 from services.stacks.options import STACKS, StackOptions
 from services.stacks.processes import stack_processes, trace_receiver
 from services.stacks.triton_service import triton_service, triton_tracing_args

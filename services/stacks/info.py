@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 from services.common.contract import Manifest
+from services.launcher.records import STACK_INFO
 from services.stacks.options import StackOptions
-
-INFO_FILE = "stack.json"
 
 
 def stack_info(options: StackOptions) -> dict:
@@ -28,6 +27,7 @@ def stack_info(options: StackOptions) -> dict:
         }
     if options.stack != "fastapi":
         urls["triton_metrics"] = f"http://127.0.0.1:{options.triton_ports.metrics}/metrics"
+        urls["triton_grpc"] = f"127.0.0.1:{options.triton_ports.grpc}"
     return {
         "stack": options.stack,
         "workers": options.workers,
@@ -44,12 +44,6 @@ def stack_info(options: StackOptions) -> dict:
 
 def write_stack_info(options: StackOptions) -> Path:
     """`stack_info` into the run directory, for `serving status` from any shell."""
-    path = options.run_dir / INFO_FILE
+    path = options.run_dir / STACK_INFO
     path.write_text(json.dumps(stack_info(options), indent=2) + "\n")
     return path
-
-
-def read_stack_info(run_dir: Path) -> dict:
-    """What `write_stack_info` wrote; {} when no stack wrote it."""
-    path = run_dir / INFO_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}

@@ -150,3 +150,16 @@ def test_two_adds_at_once_one_with_a_slow_load_both_land(tmp_path):
     go.touch()
     slow.join(timeout=30)
     assert sorted(EndpointsFile.read(path).endpoints) == ["fast", "slow"]
+
+
+def test_the_triton_check_goes_to_the_running_stacks_triton_unless_told_otherwise(tmp_path, monkeypatch):
+    from services.gateway.endpoint_commands import triton_address
+
+    monkeypatch.setenv("SERVING_RUN_DIR", str(tmp_path))
+    monkeypatch.delenv("GATEWAY_TRITON_GRPC_URL", raising=False)
+    assert triton_address(None) == "127.0.0.1:8001", "no stack: the default address"
+    (tmp_path / "stack.json").write_text(json.dumps({"urls": {"triton_grpc": "127.0.0.1:18001"}}))
+    assert triton_address(None) == "127.0.0.1:18001", "the stack `serving up` started, on its own ports"
+    assert triton_address("10.0.0.7:8001") == "10.0.0.7:8001", "--triton-url first"
+    monkeypatch.setenv("GATEWAY_TRITON_GRPC_URL", "127.0.0.9:8001")
+    assert triton_address(None) == "127.0.0.9:8001", "then the gateway's own setting, when set"
