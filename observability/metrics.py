@@ -86,6 +86,12 @@ STAGE_LATENCY = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 INFLIGHT = Gauge("serving_inflight_requests", "Requests being handled now", multiprocess_mode="livesum")
+USER_CODE_THREADS_BUSY = Gauge(
+    "serving_user_code_threads_busy",
+    "Gateway threads running synchronous user code now (preprocess steps, model engines' predict); code that never "
+    "returns keeps its thread",
+    multiprocess_mode="livesum",
+)
 COALESCED_TEXTS = Histogram(
     "serving_coalesced_batch_texts",
     "Texts in each coalesced batch a worker sent to its backend (1: a request went alone)",

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -72,11 +70,9 @@ def create_app(
     service_name: str,
     builtin_required: bool = True,
     routers: tuple[APIRouter, ...] = (),
-    threads: int | None = None,
 ):
     """The ASGI app a server runs: observability outermost, then API keys, admission, the request's lifetime
-    (deadline, client gone), the /serve fast path, then FastAPI. `threads`: the size of the event loop's thread pool
-    (`asyncio.to_thread`), where blocking user code runs; None keeps asyncio's default."""
+    (deadline, client gone), the /serve fast path, then FastAPI."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
     share = settings.completion_log_sample  # `serving logs --request-id` reads it back when it finds no line
@@ -88,8 +84,6 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
-        if threads is not None:
-            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(threads, thread_name_prefix="to_thread"))
         setup_tracing(service_name, enabled=obs.tracing, endpoint=obs.otlp_endpoint, sampling_ratio=obs.sampling_ratio)
         manifest = builtin_manifest(settings, builtin_required)
         monitor = DriftMonitor(settings.monitoring)

@@ -10,7 +10,9 @@ as they stayed open.
 So this protocol counts the bytes of each request head as they arrive, before the parser sees them, and answers 431
 once the request line and headers pass `max_header_bytes`; and a request not in full (head and body) `read_timeout`
 seconds after its first byte (plus, for a declared body, its length at `min_body_rate`) gets 408. Both answers close
-the connection. A request that arrives in one read costs no more than a few attribute updates: the deadline's timer is
+the connection. A connection that sends nothing at all is closed, without an answer, `read_timeout` seconds after it
+opened (uvicorn's keep-alive timeout starts only after a first response, so 1,000 silent sockets stayed open for
+good). A request that arrives in one read costs no more than a few attribute updates: the deadline's timer is
 armed only for a request still incomplete when a read ends. The bound on the head and the deadline start with the
 first read that holds only the request's own bytes: a pipelined request whose head begins in the read that ends the
 one before it is measured from the next read.
@@ -62,13 +64,28 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """The next bytes belong to a request's head (also between requests)."""
         self.read_deadline: asyncio.TimerHandle | None = None
         self.completed = 0
+        """Requests parsed in full on this connection: tells a head over the bound from pipelined requests."""
         self.started = 0.0
         """When the request now arriving began (loop time), once its deadline is armed."""
         self.allowance = 0.0
         """Seconds its declared body adds to the deadline."""
-        """Requests parsed in full on this connection: tells a head over the bound from pipelined requests."""
+        self.silence: asyncio.TimerHandle | None = None
+        """Closes a connection that has sent no byte yet `read_timeout` seconds after it opened."""
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self.silence = self.loop.call_later(self.limits.read_timeout, self._silent)
+
+    def _silent(self) -> None:
+        self.silence = None
+        if not self.transport.is_closing():
+            log.info("closed %s: it sent nothing in %g s", self._peer(), self.limits.read_timeout)
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self.silence is not None:
+            self.silence.cancel()
+            self.silence = None
         if self.reading_head:
             room = self.limits.max_header_bytes - self.head_bytes
             if len(data) > room:
@@ -115,6 +132,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_deadline()
+        if self.silence is not None:
+            self.silence.cancel()
+            self.silence = None
         super().connection_lost(exc)
 
     def _cancel_deadline(self) -> None:

@@ -9,18 +9,21 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from services.common.errors import ServingError
 
 # What a user can cause and fix: bad settings or files, missing files or binaries, values out of range.
 USER_ERRORS = (ServingError, OSError, ValueError)
 
-console = Console(stderr=True, soft_wrap=True)  # on stderr, one message a line: stdout stays the command's output
+console = Console(stderr=True, soft_wrap=True, emoji=False)
+"""On stderr, one message a line (stdout stays the command's output); no emoji codes: `a:b:FP32` stays as typed."""
 
 
 def fail(error: Exception | str) -> NoReturn:
-    """End a command on an error it caught: `error: <message>` on stderr, exit code 2."""
-    console.print(f"[bold red]error:[/] {error}")
+    """End a command on an error it caught: `error: <message>` on stderr, the message as it is (brackets too), exit
+    code 2."""
+    console.print(f"[bold red]error:[/] {escape(str(error))}")
     raise typer.Exit(2)
 
 

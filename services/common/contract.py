@@ -64,6 +64,10 @@ Task = Literal["embedding", "classification"]
 SHORT_NAMES = {"all-MiniLM-L6-v2": "minilm"}
 
 
+MAX_RANK = 32
+"""Axes of a tensor at most (numpy's own limit)."""
+
+
 class TensorSpec(BaseModel):
     name: str
     dtype: str = Field(description="Triton dtype name: INT64, FP32, BYTES, ... (numpy names are read as Triton's)")
@@ -73,6 +77,16 @@ class TensorSpec(BaseModel):
     @classmethod
     def _known_dtype(cls, value: str) -> str:
         return triton_dtype(value)
+
+    @field_validator("shape")
+    @classmethod
+    def _sane_shape(cls, value: list[int]) -> list[int]:
+        """Sizes of 1 or more, -1 for a dynamic axis; at most numpy's 32 axes (the shape Triton and numpy take)."""
+        if not 1 <= len(value) <= MAX_RANK:
+            raise ValueError(f"a shape has 1 to {MAX_RANK} axes, got {len(value)}")
+        if bad := [size for size in value if size == 0 or size < -1]:
+            raise ValueError(f"axis sizes are 1 or more, or -1 for a dynamic axis; got {bad[0]} in {value}")
+        return value
 
     @property
     def numpy_dtype(self) -> type:

@@ -19,6 +19,7 @@ from services.gateway.endpoints import EndpointsFile
 from services.gateway.resolvers import ChainedResolver
 from services.gateway.settings import GatewaySettings
 from services.gateway.state_watcher import StoreWatcher
+from services.gateway.user_threads import UserThreads
 from services.gateway.version_files import version_files
 from services.gateway.watcher import FileWatcher
 from services.launcher import local_address
@@ -63,12 +64,16 @@ def create_app(settings: GatewaySettings | None = None):
         if settings.endpoints_file is not None:
             path = settings.endpoints_file.resolve()
             serving_url = settings.serving_base_url or f"http://{local_address(settings.host)}:{settings.port}/serve"
+            threads = UserThreads(user_code_threads(settings), settings.request_timeout, settings.retry_after)
             resolvers.append(
                 FileWatcher(
                     path,
-                    lambda p: ConfiguredEndpoints.build(EndpointsFile.read(p), triton, serving_url, p.parent),
+                    lambda p: ConfiguredEndpoints.build(
+                        EndpointsFile.read(p), triton, serving_url, p.parent, threads, settings.endpoints_load_timeout
+                    ),
                     settings.endpoints_poll_interval,
                     settings.endpoints_retire_after,
+                    health=threads.health,
                 )
             )
         model = settings.triton_model if manifest is not None else None
@@ -80,19 +85,18 @@ def create_app(settings: GatewaySettings | None = None):
         service_name="gateway",
         builtin_required=False,
         routers=(admin_router(settings, store),),
-        threads=user_code_threads(settings),
     )
 
 
 SPARE_THREADS = 8
-"""Threads beside the admitted requests' ones: file and store polling, unload(), model loads."""
+"""Threads beside the admitted requests' ones (an async step's sync helpers, a thread kept by code that hangs)."""
 
 
 def user_code_threads(settings: GatewaySettings) -> int:
-    """A thread for every request the worker admits (`max_inflight`), plus spares. Synchronous preprocess code runs
-    on these threads, and a sync pipeline's `send_request` blocks its thread until the endpoint it calls answers,
-    often on this same worker: with fewer threads than admitted requests (asyncio's default is the CPU count + 4),
-    a few concurrent pipelines would hold every thread while the requests they wait for queue for one, until
-    timeout. With one a request, every admitted request runs, and calls past `max_inflight` (a pipeline calling
-    itself without end) get 429, which `send_request` returns as None."""
+    """A thread for every request the worker admits (`max_inflight`), plus spares (`user_threads`). Synchronous
+    preprocess code runs on these threads, and a sync pipeline's `send_request` blocks its thread until the endpoint
+    it calls answers, often on this same worker: with fewer threads than admitted requests (asyncio's default is the
+    CPU count + 4), a few concurrent pipelines would hold every thread while the requests they wait for queue for
+    one, until timeout. With one a request, every admitted request runs, and calls past `max_inflight` (a pipeline
+    calling itself without end) get 429, which `send_request` returns as None."""
     return settings.max_inflight + SPARE_THREADS

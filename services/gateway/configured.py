@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from services.common.onnx_runner import OnnxModel
 from services.gateway import engines
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess, source_stamp
+from services.gateway.user_threads import TookTooLong, UserThreads, call_within
 from services.monitoring.statistics import EndpointMetrics
 from services.triton.grpc_client import TritonClient
 
@@ -31,6 +33,7 @@ class ConfiguredEndpoint:
     triton: TritonClient
     preprocess_code: UserPreprocess | None
     onnx: OnnxModel | None
+    threads: UserThreads
     model: Any = None
     """A model engine's model (sklearn, xgboost, lightgbm)."""
 
@@ -73,11 +76,13 @@ class ConfiguredEndpoint:
                     param="preprocess",
                 )
             try:
-                return await engines.predict(self.model, data)
+                return await self.threads.run(self.model.predict, data)  # on a thread: the loop serves on
+            except ServingError:
+                raise
             except Exception as exc:  # noqa: BLE001 - the library refuses the data in its own way: the caller's 422
                 raise InvalidInput(
                     f"the {self.config.engine} model of endpoint '{self.name}' cannot predict on the preprocess "
-                    f"output: {type(exc).__name__}: {exc}",
+                    f"output: {describe(exc)}",
                     param="process",
                 ) from None
         return await self._engine(data)
@@ -101,11 +106,17 @@ class ConfiguredEndpoint:
             return await self.preprocess_code.call(method, data, state, collect)
         except ServingError:
             raise
-        except Exception as exc:
-            log.exception("%s of endpoint '%s' failed", method, self.name)
-            raise InvalidInput(
-                f"{method} of endpoint '{self.name}' failed: {type(exc).__name__}: {exc}", param=method
-            ) from None
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # the request itself is cancelled (deadline, client gone)
+                raise
+            return self._user_failed(method)  # user code cancelled something of its own and let it through
+        except BaseException:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from user code: the caller's 422 too
+            return self._user_failed(method)
+
+    def _user_failed(self, method: str) -> NoReturn:
+        exc = sys.exc_info()[1]
+        log.error("%s of endpoint '%s' failed", method, self.name, exc_info=exc)
+        raise InvalidInput(f"{method} of endpoint '{self.name}' failed: {describe(exc)}", param=method) from None
 
     async def _engine(self, data: Any) -> Any:
         """The preprocess output as the declared input tensors through Triton or ONNX Runtime; the declared
@@ -142,9 +153,25 @@ class ConfiguredEndpoint:
         except (TypeError, ValueError, OverflowError) as exc:
             raise InvalidInput(
                 f"preprocess output does not fit the declared inputs of endpoint '{self.name}' "
-                f"({', '.join(f'{s.name} {s.dtype}' for s in specs)}): {type(exc).__name__}: {exc}",
+                f"({', '.join(f'{s.name} {s.dtype}' for s in specs)}): {describe(exc)}",
                 param="preprocess",
             ) from None
+
+
+MESSAGE_CHARS = 500
+"""Characters of a user exception's message an error body carries at most (the log has all of it)."""
+
+
+def describe(exc: BaseException) -> str:
+    """The exception's type and message for an error body: at most `MESSAGE_CHARS` of the message, and never an
+    exception of its own."""
+    try:
+        text = str(exc)
+    except Exception as error:  # noqa: BLE001 - user exceptions' __str__ may fail too
+        text = f"(its message cannot be shown: {type(error).__name__} in its __str__)"
+    if len(text) > MESSAGE_CHARS:
+        text = text[:MESSAGE_CHARS] + f"... ({len(text)} characters)"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def check_config(name: str, config: EndpointConfig) -> None:
@@ -179,7 +206,7 @@ def model_file(config: EndpointConfig, base_dir: Path) -> str | None:
 
 
 def build_endpoint(
-    name: str, config: EndpointConfig, triton: TritonClient, serving_url: str, base_dir: Path
+    name: str, config: EndpointConfig, triton: TritonClient, serving_url: str, base_dir: Path, threads: UserThreads
 ) -> ConfiguredEndpoint:
     """One entry of the endpoint file, loaded: its preprocess code imported (and its load() called), its model
     opened; ConfigurationError (or whatever user code raises) if it cannot serve."""
@@ -192,6 +219,7 @@ def build_endpoint(
             ClearMLModelEndpoint.from_config(name, config),
             model_file=file,
             serving_url=serving_url,
+            threads=threads,
         )
     engine = engines.ENGINES[config.engine]
     if engine.user_process == "always" and not code.has("process"):
@@ -208,7 +236,7 @@ def build_endpoint(
                 f"endpoint '{name}': {where} a {type(model).__name__}, which has no predict(): engine "
                 f"'{config.engine}' needs a model (for sklearn, e.g. a fitted estimator saved with joblib.dump)"
             )
-    return ConfiguredEndpoint(name, config, triton, code, onnx, model)
+    return ConfiguredEndpoint(name, config, triton, code, onnx, threads, model)
 
 
 class ConfiguredEndpoints:
@@ -233,15 +261,37 @@ class ConfiguredEndpoints:
         """The sources' stamps taken before they were imported (`EndpointSet.read_stamps`)."""
 
     @classmethod
-    def build(cls, file: EndpointsFile, triton: TritonClient, serving_url: str, base_dir: Path) -> ConfiguredEndpoints:
+    def build(
+        cls,
+        file: EndpointsFile,
+        triton: TritonClient,
+        serving_url: str,
+        base_dir: Path,
+        threads: UserThreads,
+        load_timeout: float,
+    ) -> ConfiguredEndpoints:
+        """Each entry built within `load_timeout` seconds (its code imported, `Preprocess()` and `load()` called,
+        its model opened): one that takes longer is left out and reported, the others are served."""
         sources = [base_dir / config.preprocess for config in file.endpoints.values() if config.preprocess]
         stamps = tuple(source_stamp(path) for path in sources)  # before any is read: a later edit is a change
         endpoints, errors = {}, dict(file.invalid)
         for name, config in file.endpoints.items():
             try:
-                endpoints[name] = build_endpoint(name, config, triton, serving_url, base_dir)
-            except Exception as exc:  # noqa: BLE001 - user code and model files fail in every way; report, go on
-                errors[name] = exc.message if isinstance(exc, ServingError) else f"{type(exc).__name__}: {exc}"
+                endpoints[name] = call_within(
+                    load_timeout,
+                    lambda name=name, config=config: build_endpoint(
+                        name, config, triton, serving_url, base_dir, threads
+                    ),
+                    late=_unload,
+                )
+            except TookTooLong:
+                errors[name] = (
+                    f"endpoint '{name}' did not load in {load_timeout:g} s (its preprocess import, Preprocess() or "
+                    "load(), or its model): left out; fix it and save the file to try again "
+                    "(GATEWAY_ENDPOINTS_LOAD_TIMEOUT sets the limit)"
+                )
+            except BaseException as exc:  # noqa: BLE001 - user code fails in every way (SystemExit too): report, go on
+                errors[name] = exc.message if isinstance(exc, ServingError) else describe(exc)
         return cls(endpoints, errors, file.metrics, sources, stamps)
 
     def get(self, name: str) -> ConfiguredEndpoint | None:
@@ -257,19 +307,32 @@ class ConfiguredEndpoints:
         return self.stamps
 
     def unload(self) -> None:
-        """Call every Preprocess's unload() (the set was replaced, or the worker stops)."""
+        """Call every Preprocess's unload() (the set was replaced, or the worker stops), each given `UNLOAD_TIMEOUT`
+        seconds: one that hangs is not waited for."""
         for endpoint in self.endpoints.values():
-            if endpoint.preprocess_code is not None:
-                try:
-                    endpoint.preprocess_code.unload()
-                except Exception:  # noqa: BLE001 - user code; the others still get their unload()
-                    log.exception("unload() of endpoint '%s' failed", endpoint.name)
+            _unload(endpoint)
 
 
-def validate_file(file: EndpointsFile, base_dir: Path) -> dict[str, str]:
+UNLOAD_TIMEOUT = 10.0
+"""Seconds one endpoint's unload() is waited for."""
+
+
+def _unload(endpoint: ConfiguredEndpoint) -> None:
+    if endpoint.preprocess_code is None:
+        return
+    try:
+        call_within(UNLOAD_TIMEOUT, endpoint.preprocess_code.unload)
+    except TookTooLong:
+        log.error("unload() of endpoint '%s' did not return in %g s: not waited for", endpoint.name, UNLOAD_TIMEOUT)
+    except BaseException:  # noqa: BLE001 - user code; the others still get their unload()
+        log.exception("unload() of endpoint '%s' failed", endpoint.name)
+
+
+def validate_file(file: EndpointsFile, base_dir: Path, load_timeout: float) -> dict[str, str]:
     """Every problem the gateway would find in `file`, found the same way (preprocess files are imported and
-    `load` is called, onnxruntime models are opened), without a running Triton."""
+    `load` is called within `load_timeout`, onnxruntime models are opened), without a running Triton."""
     offline = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)  # never called while building
-    built = ConfiguredEndpoints.build(file, offline, "http://127.0.0.1:1/serve", base_dir)
+    unused = UserThreads(1, stuck_after=1.0)  # no request runs: nothing is ever sent to it
+    built = ConfiguredEndpoints.build(file, offline, "http://127.0.0.1:1/serve", base_dir, unused, load_timeout)
     built.unload()  # every instance that got load() gets its unload()
     return built.errors

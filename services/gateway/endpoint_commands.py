@@ -4,19 +4,19 @@ Every change is applied under the file's lock to the file as it is then (`Endpoi
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from pathlib import Path
 from typing import NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
+from services.common.cli import console, fail
 from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
 from services.common.names import check_name, shown
 from services.gateway import engines
 
-console = Console(stderr=True, soft_wrap=True)  # one message, one line
 endpoints_app = typer.Typer(
     help="Edit the gateway's endpoint file; running workers pick changes up without a restart.", no_args_is_help=True
 )
@@ -24,14 +24,22 @@ ENDPOINTS_FILE = typer.Option(Path("endpoints.json"), "--file", help="The endpoi
 
 
 @endpoints_app.command("list")
-def endpoints_list(file: Path = ENDPOINTS_FILE) -> None:
+def endpoints_list(
+    file: Path = ENDPOINTS_FILE,
+    as_json: bool = typer.Option(False, "--json", help="The file's endpoints as JSON on stdout, for scripts."),
+) -> None:
     """Show the configured endpoints."""
     from rich.table import Table
 
     from services.gateway.endpoints import EndpointsFile
 
+    endpoints = EndpointsFile.read(file).endpoints
+    if as_json:
+        print(json.dumps({name: config.model_dump() for name, config in endpoints.items()}, indent=2))
+        return
     table = Table("endpoint", "engine", "model", "version", "preprocess", "inputs", "outputs")
-    for name, config in EndpointsFile.read(file).endpoints.items():
+    table.columns[0].overflow = "fold"  # a long name wraps; never cut short
+    for name, config in endpoints.items():
         table.add_row(
             name,
             config.engine,
@@ -41,7 +49,7 @@ def endpoints_list(file: Path = ENDPOINTS_FILE) -> None:
             ", ".join(t.name for t in config.inputs),
             ", ".join(t.name for t in config.outputs),
         )
-    Console().print(table)
+    Console(emoji=False).print(table)
 
 
 EngineName = StrEnum("EngineName", {name: name for name in engines.NAMES})
@@ -173,12 +181,14 @@ def add_endpoint(file: Path, name: str, config) -> None:
     is kept. ServingError, with what to fix, if the name or the resulting file is invalid (nothing written)."""
     from services.gateway.configured import validate_file
     from services.gateway.endpoints import EndpointsFile
+    from services.gateway.settings import GatewaySettings
 
     check_name(name)
     planned = EndpointsFile.read(file)
     planned.remove("endpoints", name)
     planned.endpoints[name] = config
-    if problems := validate_file(planned, file.resolve().parent):
+    limit = GatewaySettings().endpoints_load_timeout  # the gateway's own limit (GATEWAY_ENDPOINTS_LOAD_TIMEOUT)
+    if problems := validate_file(planned, file.resolve().parent, limit):
         raise ConfigurationError(
             "; ".join(f"{where}: {problem}" if where not in problem else problem for where, problem in problems.items())
             + f" ({file} not changed"
@@ -193,8 +203,7 @@ def add_endpoint(file: Path, name: str, config) -> None:
 
 
 def refuse(message: str) -> NoReturn:
-    console.print(f"[bold red]error:[/] {escape(message)}")  # the message as it is, brackets too
-    raise typer.Exit(2)
+    fail(message)
 
 
 @endpoints_app.command("remove")

@@ -55,6 +55,14 @@ class EndpointConfig(BaseModel):
             raise ValueError(f"Triton model name {shown(self.model)} is not valid: use {RULE}")
         return self
 
+    @model_validator(mode="after")
+    def _distinct_tensor_names(self) -> EndpointConfig:
+        for kind, specs in (("input", self.inputs), ("output", self.outputs)):
+            names = [spec.name for spec in specs]
+            if twice := sorted({name for name in names if names.count(name) > 1}):
+                raise ValueError(f"{kind} {shown(twice[0])} is declared twice: each {kind} name once")
+        return self
+
 
 class EndpointsFile(BaseModel):
     endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)

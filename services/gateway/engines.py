@@ -21,7 +21,6 @@ install.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import importlib.util
 from collections.abc import Callable
@@ -116,8 +115,3 @@ def _xgboost(path: str) -> Any:
 
 def _lightgbm(path: str) -> Any:
     return importlib.import_module("lightgbm").Booster(model_file=path)
-
-
-async def predict(model: Any, data: Any) -> Any:
-    """`model.predict(data)` on a worker thread: the event loop keeps serving while the model runs."""
-    return await asyncio.to_thread(model.predict, data)

@@ -10,8 +10,8 @@
                                                                 `serving endpoints add` has checked the file
 
 each sync or async: one instance per endpoint and worker, a fresh `state` dict per request, `self.model_endpoint`
-with clearml-serving's field names (`ClearMLModelEndpoint`). Sync methods run on a worker thread and async ones on
-the event loop, so neither blocks the worker's other requests.
+with clearml-serving's field names (`ClearMLModelEndpoint`). Sync methods run on one of the worker's threads for user
+code (`user_threads`) and async ones on the event loop, so neither blocks the worker's other requests.
 
 `self.send_request(endpoint, version, data)` calls another endpoint at `GATEWAY_SERVING_BASE_URL`, as
 clearml-serving's does: from sync code (on its thread) it returns the answer; from async code (on the event loop,
@@ -34,6 +34,7 @@ from typing import Any
 import httpx
 
 from services.common.errors import ConfigurationError
+from services.gateway.user_threads import UserThreads
 
 
 @dataclass
@@ -120,8 +121,17 @@ def source_stamp(path: Path) -> tuple:
 class UserPreprocess:
     """One user Preprocess instance and how to call each of its methods."""
 
-    def __init__(self, path: Path, endpoint: ClearMLModelEndpoint, *, model_file: str | None, serving_url: str):
+    def __init__(
+        self,
+        path: Path,
+        endpoint: ClearMLModelEndpoint,
+        *,
+        model_file: str | None,
+        serving_url: str,
+        threads: UserThreads,
+    ):
         cls = load_preprocess_class(path)
+        self.threads = threads
         self.requests = EndpointRequests(serving_url)
         cls.send_request = self.requests.method()
         try:
@@ -144,7 +154,7 @@ class UserPreprocess:
         function = getattr(self.instance, method)
         if inspect.iscoroutinefunction(function):
             return await function(data, state, collect)
-        result = await asyncio.to_thread(function, data, state, collect)
+        result = await self.threads.run(function, data, state, collect)
         if inspect.isawaitable(result):
             result = await result
         return result

@@ -85,8 +85,17 @@ class FileWatcher:
     REBUILDS = 3
     """Builds one `check` runs in a row while the files keep changing under it; the next poll carries on."""
 
-    def __init__(self, path: Path, load: Callable[[Path], EndpointSet], interval: float, retire_after: float = 0.0):
+    def __init__(
+        self,
+        path: Path,
+        load: Callable[[Path], EndpointSet],
+        interval: float,
+        retire_after: float = 0.0,
+        health: Callable[[], dict[str, str]] = dict,
+    ):
         self.path = path
+        self._health = health
+        """What /health/ready says of the served endpoints' code beside the file's problems (`user_threads`)."""
         self.load = load
         self.interval = interval
         self.retire_after = retire_after
@@ -129,7 +138,7 @@ class FileWatcher:
         return errors
 
     def health(self) -> dict[str, str]:
-        return {}
+        return self._health()
 
     def _report(self) -> None:
         metrics.CONFIG_ERRORS.labels(self.path.name).set(len(self.errors()))

@@ -13,21 +13,19 @@ from urllib.parse import quote
 
 import httpx
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from services.common import cli
 from services.common.errors import ServingError
 from services.common.names import check_name
 from services.common.settings import RunSettings
 
-console = Console(stderr=True, soft_wrap=True)  # one message, one line
+console = cli.console
 URL = typer.Option("http://127.0.0.1:8080", "--url", help="The gateway.")
 TOKEN = typer.Option(None, "--token", help="Admin token (default: GATEWAY_ADMIN_TOKEN, else run/admin-token).")
 
 
 def fail(message: str) -> NoReturn:
-    console.print(f"[bold red]error:[/] {escape(message)}")  # the message as it is, brackets too
-    raise typer.Exit(2)
+    cli.fail(message)
 
 
 def print_json(data) -> None:

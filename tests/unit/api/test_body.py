@@ -98,6 +98,21 @@ def test_only_a_complete_gzip_stream_is_accepted():
     assert gz_read(whole + gzip.compress(b" ")) == b'{"text": "hi"} ', "members one after another are one stream"
 
 
+def test_a_body_of_more_gzip_members_than_the_bound_is_refused():
+    import gzip
+
+    from services.api.body import MAX_GZIP_MEMBERS
+    from services.common.errors import BadRequest
+
+    member = gzip.compress(b" ")
+    assert gz_read(gzip.compress(b"[1]") + member * (MAX_GZIP_MEMBERS - 1)) == b"[1]" + b" " * (MAX_GZIP_MEMBERS - 1)
+    with pytest.raises(BadRequest, match=f"more than {MAX_GZIP_MEMBERS} members") as info:
+        gz_read(
+            member * 50_000, limit=10_000_000
+        )  # 1 MB of tiny members: refused after the bound, not decompressed one by one
+    assert info.value.status_code == 400
+
+
 def test_a_body_shorter_than_its_content_length_is_refused():
     import asyncio
 

@@ -185,3 +185,18 @@ def test_a_big_body_arriving_slowly_but_steadily_gets_its_allowance():
     assert transport.written.startswith(b"HTTP/1.1 200 ") and app.seen == [b"x" * 1000]
     app, transport = asyncio.run(scenario(False))
     assert transport.written.startswith(b"HTTP/1.1 408 ") and transport.closed
+
+
+def test_a_connection_that_sends_nothing_is_closed_at_the_read_deadline_and_one_that_speaks_is_not():
+    async def scenario():
+        silent = connection(EchoApp(), HttpLimits(read_timeout=0.05))[1]
+        protocol, talking = connection(EchoApp(), HttpLimits(read_timeout=0.05))
+        protocol.data_received(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        await asyncio.sleep(0.02)
+        early = silent.closed
+        await asyncio.sleep(0.08)
+        return silent, talking, early
+
+    silent, talking, early = asyncio.run(scenario())
+    assert not early and silent.closed and silent.written == b"", "closed at the deadline, without an answer"
+    assert talking.written.startswith(b"HTTP/1.1 200 ") and not talking.closed

@@ -8,13 +8,17 @@ from services.common.backend import EndpointKind
 from services.common.errors import InvalidInput, NotFound
 from services.gateway.configured import ConfiguredEndpoints, validate_file
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
+from services.gateway.user_threads import UserThreads
 from services.triton.grpc_client import TritonClient
+
+THREADS = UserThreads(8, stuck_after=60.0)
+"""Where these tests' synchronous user code runs."""
 
 
 def build(tmp_path, config: EndpointConfig) -> ConfiguredEndpoints:
     triton = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)
     file = EndpointsFile(endpoints={"e": config})
-    return ConfiguredEndpoints.build(file, triton, "http://127.0.0.1:1/serve", tmp_path)
+    return ConfiguredEndpoints.build(file, triton, "http://127.0.0.1:1/serve", tmp_path, THREADS, 60)
 
 
 def test_a_custom_endpoint_needs_a_process_method_at_load_time(tmp_path):
@@ -47,7 +51,7 @@ def test_one_bad_endpoint_never_takes_the_others_down(tmp_path):
         }
     )
     triton = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)
-    endpoints = ConfiguredEndpoints.build(file, triton, "http://127.0.0.1:1/serve", tmp_path)
+    endpoints = ConfiguredEndpoints.build(file, triton, "http://127.0.0.1:1/serve", tmp_path, THREADS, 60)
     assert endpoints.names() == ["ok"]
     assert "field 'outputs' is empty" in endpoints.errors["ort"]
     assert "load() failed: gone" in endpoints.errors["broken"]
@@ -96,5 +100,5 @@ def test_checking_a_file_unloads_every_instance_it_loaded(tmp_path):
         f"        open({str(tmp_path / 'log')!r}, 'a').write('unload')\n"
     )
     file = EndpointsFile(endpoints={"e": EndpointConfig(engine="custom", preprocess="pre.py")})
-    assert validate_file(file, tmp_path) == {}
+    assert validate_file(file, tmp_path, 60) == {}
     assert (tmp_path / "log").read_text() == "load unload"

@@ -48,6 +48,8 @@ def test_endpoints_add_list_remove(tmp_path):
     assert (config.engine, config.model, config.version) == ("triton", "encoder", "2")
     assert config.inputs[0].dtype == "INT64" and config.inputs[0].shape == [-1, -1]
     assert "sst2" in runner.invoke(app, ["endpoints", "list", "--file", str(path)]).output
+    listed = json.loads(runner.invoke(app, ["endpoints", "list", "--json", "--file", str(path)]).stdout)
+    assert listed["sst2"]["model"] == "encoder" and listed["sst2"]["outputs"][0]["shape"] == [-1, 2]
     assert runner.invoke(app, ["endpoints", "remove", "sst2", "--file", str(path)]).exit_code == 0
     assert EndpointsFile.read(path).endpoints == {}
     missing = runner.invoke(app, ["endpoints", "remove", "sst2", "--file", str(path)])

@@ -140,6 +140,27 @@ def test_tensor_lists_that_do_not_fit_are_refused_with_the_fix(tmp_path, args, s
     assert not (tmp_path / "e.json").exists()
 
 
+def test_an_error_shows_what_was_typed_as_typed(tmp_path):
+    result = add(tmp_path / "e.json", "x", "--model", "m", "--input", "a:smile:[b]FP32")
+    assert "--input 'a:smile:[b]FP32' is not NAME:DTYPE:SHAPE" in " ".join(result.output.split()), result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--input", "a:INT64:0,-5"], "axis sizes are 1 or more, or -1 for a dynamic axis; got 0 in [0, -5]"),
+        (["--input", "a:INT64:-1,-5"], "got -5 in [-1, -5]"),
+        (["--input", "a:INT64:" + ",".join(["1"] * 200)], "a shape has 1 to 32 axes, got 200"),
+        (["--input", "a:INT64:-1", "--input", "a:INT64:-1"], "input 'a' is declared twice: each input name once"),
+        (["--output", "o:FP32:-1", "--output", "o:FP32:-1"], "output 'o' is declared twice"),
+    ],
+)
+def test_shapes_and_names_triton_could_not_take_are_refused_before_anything_is_written(tmp_path, args, says):
+    result = add(tmp_path / "e.json", "x", "--model", "m", *args)
+    assert result.exit_code == 2 and says in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "e.json").exists()
+
+
 ALLOWED = "use a Triton name (BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, FP32, FP64, BYTES)"
 
 

@@ -14,8 +14,12 @@ from services.common.errors import InvalidInput
 from services.gateway.configured import ConfiguredEndpoint
 from services.gateway.endpoints import EndpointConfig, TensorSpec
 from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess
+from services.gateway.user_threads import UserThreads
 from tests.unit.gateway.test_configured import build
 from tests.unit.gateway.test_engines import FakeOnnx, FakeTriton
+
+THREADS = UserThreads(8, stuck_after=60.0)
+"""Where these tests' synchronous user code runs."""
 
 PASS_THROUGH = """
 class Preprocess:
@@ -35,8 +39,10 @@ def tensor_endpoint(tmp_path, inputs: int) -> ConfiguredEndpoint:
         inputs=specs,
         outputs=[TensorSpec(name="y", dtype="FP32", shape=[-1])],
     )
-    code = UserPreprocess(path, ClearMLModelEndpoint.from_config("e", config), model_file=None, serving_url="http://x")
-    return ConfiguredEndpoint("e", config, FakeTriton([]), code, FakeOnnx([]), None)
+    code = UserPreprocess(
+        path, ClearMLModelEndpoint.from_config("e", config), model_file=None, serving_url="http://x", threads=THREADS
+    )
+    return ConfiguredEndpoint("e", config, FakeTriton([]), code, FakeOnnx([]), THREADS, None)
 
 
 @pytest.mark.parametrize(
@@ -75,8 +81,10 @@ def test_send_request_in_async_code_can_be_wrapped_in_create_task_as_with_clearm
     path = tmp_path / "create_task.py"
     path.write_text(CREATE_TASK)
     config = EndpointConfig(engine="custom_async", preprocess=str(path))
-    code = UserPreprocess(path, ClearMLModelEndpoint.from_config("e", config), model_file=None, serving_url="http://x")
-    endpoint = ConfiguredEndpoint("e", config, FakeTriton([]), code, None, None)
+    code = UserPreprocess(
+        path, ClearMLModelEndpoint.from_config("e", config), model_file=None, serving_url="http://x", threads=THREADS
+    )
+    endpoint = ConfiguredEndpoint("e", config, FakeTriton([]), code, None, THREADS, None)
     assert asyncio.run(endpoint.process({}, {}, lambda _: None)) == {"started": True}
 
 

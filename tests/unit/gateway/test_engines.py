@@ -12,7 +12,11 @@ from services.gateway import engines
 from services.gateway.configured import ConfiguredEndpoint
 from services.gateway.endpoints import EndpointConfig, TensorSpec
 from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess
+from services.gateway.user_threads import UserThreads
 from tests.unit.gateway.test_configured import build
+
+THREADS = UserThreads(8, stuck_after=60.0)
+"""Where these tests' synchronous user code runs."""
 
 RECORDER = """
 import asyncio
@@ -102,11 +106,15 @@ def endpoint(tmp_path, engine: str, kind: str = "def") -> tuple[ConfiguredEndpoi
     tensors = TENSORS if engine in ("triton", "onnxruntime") else {}
     config = EndpointConfig(engine=engine, model="m" if tensors else None, preprocess=str(path), **tensors)
     code = UserPreprocess(
-        path, ClearMLModelEndpoint.from_config("e", config), model_file="model.bin", serving_url="http://127.0.0.1:1"
+        path,
+        ClearMLModelEndpoint.from_config("e", config),
+        model_file="model.bin",
+        serving_url="http://127.0.0.1:1",
+        threads=THREADS,
     )
     calls = code.instance.calls
     model = code.model if engine in MODEL_ENGINES else None  # as build_endpoint gives a model engine its model
-    return ConfiguredEndpoint("e", config, FakeTriton(calls), code, FakeOnnx(calls), model), calls
+    return ConfiguredEndpoint("e", config, FakeTriton(calls), code, FakeOnnx(calls), THREADS, model), calls
 
 
 async def serve(endpoint: ConfiguredEndpoint, body, collect, state: dict | None = None):

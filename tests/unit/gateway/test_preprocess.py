@@ -11,6 +11,10 @@ import pytest
 
 from services.common.errors import ConfigurationError
 from services.gateway.preprocess import UserPreprocess, load_preprocess_class
+from services.gateway.user_threads import UserThreads
+
+THREADS = UserThreads(8, stuck_after=60.0)
+"""Where these tests' synchronous user code runs."""
 
 SYNC_AND_ASYNC = """
 class Preprocess:
@@ -34,7 +38,7 @@ class Preprocess:
 def user_preprocess(tmp_path, source: str, serving_url: str = "http://127.0.0.1:1/serve/") -> UserPreprocess:
     path = tmp_path / "preprocess.py"
     path.write_text(source)
-    return UserPreprocess(path, {"name": "e"}, model_file="w.bin", serving_url=serving_url)
+    return UserPreprocess(path, {"name": "e"}, model_file="w.bin", serving_url=serving_url, threads=THREADS)
 
 
 def test_methods_are_called_with_state_and_statistics_sync_or_async(tmp_path):

@@ -13,8 +13,12 @@ import pytest
 from services.gateway.configured import ConfiguredEndpoints
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.gateway.resolvers import ChainedResolver
+from services.gateway.user_threads import UserThreads
 from services.gateway.watcher import EndpointSet, FileWatcher, redact_paths
 from services.triton.grpc_client import TritonClient
+
+THREADS = UserThreads(8, stuck_after=60.0)
+"""Where these tests' synchronous user code runs."""
 
 
 class Names:
@@ -129,7 +133,8 @@ def code(path, answer: str, load_seconds: float = 0.0, bump: int = 0) -> None:
 
 def configured(path):
     triton = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)
-    return ConfiguredEndpoints.build(EndpointsFile.read(path), triton, "http://127.0.0.1:1/serve", path.parent)
+    serving_url = "http://127.0.0.1:1/serve"
+    return ConfiguredEndpoints.build(EndpointsFile.read(path), triton, serving_url, path.parent, THREADS, 60)
 
 
 def test_a_preprocess_file_edited_again_during_a_slow_reload_is_served_once_the_reload_ends(tmp_path):
