@@ -29,4 +29,4 @@ class Preprocess:
         # `data` is what booster.predict returned: per row, the probability of each of the three species;
         # answer the most likely one, and how sure the model is of it
         data = np.asarray(data)
-        return dict(y=data.argmax(axis=1).tolist(), probability=data.max(axis=1).round(3).tolist())
+        return dict(y=data.argmax(axis=1).tolist(), probability=data.max(axis=1).astype(float).round(3).tolist())

@@ -72,7 +72,7 @@ class ConfiguredEndpoint:
             if isinstance(data, str | bytes | Path):  # xgboost and lightgbm would read a path on this server
                 raise InvalidInput(
                     f"preprocess of endpoint '{self.name}' returned a {type(data).__name__}: the {self.config.engine} "
-                    "model predicts on rows (a list of lists, a numpy array or the library's own matrix)",
+                    f"model predicts on {engines.PREDICTS_ON.get(self.config.engine, 'rows')}",
                     param="preprocess",
                 )
             try:

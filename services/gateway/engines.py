@@ -88,6 +88,13 @@ def load_model(engine: str, model_file: str | None) -> Any:
         ) from None
 
 
+PREDICTS_ON = {
+    "sklearn": "rows (a list of lists or a numpy array)",
+    "xgboost": "an xgboost.DMatrix (build it in preprocess: xgboost.DMatrix(rows))",
+    "lightgbm": "rows (a list of lists or a numpy array)",
+}
+"""What each model engine's predict takes, said when preprocess returned something else."""
+
 FORMATS = {
     "sklearn": "a model saved with joblib.dump (or pickle.dump)",
     "xgboost": "a model saved with Booster.save_model / XGBModel.save_model (.json or .ubj)",

@@ -92,6 +92,9 @@ class EndpointState(BaseModel):
     newest_weights: list[float] = Field(default_factory=list)
     """Canary split over the newest live versions (`--newest N`), newest first."""
     rollout: Rollout | None = None
+    removed: list[str] = Field(default_factory=list)
+    """Versions taken out with `serving model remove`: auto-update never deploys them again (a newer registry version
+    still comes in)."""
 
     def live(self) -> list[str]:
         """Live versions, newest first."""

@@ -90,17 +90,21 @@ def remove(state: Deployments, name: str, version: str, now: float) -> None:
         raise NotFound(f"'{name}' has no version {version}")
     item.versions[version].state, item.versions[version].drain_started = "draining", now
     item.weights.pop(version, None)
+    if version not in item.removed:
+        item.removed.append(version)  # once drained and forgotten, discovery must not bring it back
 
 
 # --- what the controller finds ------------------------------------------------------------------------------------
 def discoverable(item: EndpointState, registry_versions: Iterable[RegistryVersion]) -> list[str]:
-    """Registry versions newer than every version the endpoint has and not tagged rejected: the newest
-    `max_versions` of them (older ones would be drained at once)."""
+    """Registry versions newer than every version the endpoint has, not tagged rejected and not removed by the
+    user: the newest `max_versions` of them (older ones would be drained at once)."""
     newest_known = max((int(v) for v in item.versions), default=0)
     new = [
         v.version
         for v in registry_versions
-        if int(v.version) > newest_known and v.tags.get("deployment") not in REJECTED_TAG_VALUES
+        if int(v.version) > newest_known
+        and v.tags.get("deployment") not in REJECTED_TAG_VALUES
+        and v.version not in item.removed
     ]
     return new[-item.max_versions :] if new else []
 

@@ -124,7 +124,9 @@ def test_xgboost_engine_predicts_on_the_preprocess_dmatrix(examples):
         expected = booster.predict(xgb.DMatrix([row]))
         answer = examples.post("iris-xgboost", flower(row))
         assert answer["y"] == [species] == expected.argmax(axis=1).tolist()
-        assert answer["probability"] == expected.max(axis=1).round(3).tolist()
+        assert answer["probability"] == expected.max(axis=1).astype(float).round(3).tolist(), (
+            "rounded as the README shows it"
+        )
 
 
 def test_lightgbm_engine_predicts_with_the_trained_booster(examples):

@@ -45,6 +45,15 @@ def test_discovery_takes_the_newest_new_versions_that_are_not_rejected():
     assert transitions.add_discovered(state, "emb", found) == []
 
 
+def test_a_removed_version_is_never_deployed_again_by_auto_update_but_a_newer_one_is():
+    state = deployments(("1", "live"), ("2", "live"), registered_name="m", max_versions=2)
+    transitions.remove(state, "emb", "2", now=100.0)
+    assert transitions.finish_drained(state, "emb", ["2"]) == ["2"]  # drained, unloaded, forgotten
+    registry = [Tagged("1"), Tagged("2")]
+    assert transitions.discoverable(state.endpoints["emb"], registry) == [], "the user's removal stands"
+    assert transitions.discoverable(state.endpoints["emb"], [*registry, Tagged("3")]) == ["3"]
+
+
 def test_marking_live_records_the_version_and_the_first_one_fixes_the_contract():
     state = deployments(("1", "loading"), ("2", "loading"))
     transitions.mark_live(
