@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
@@ -77,9 +76,9 @@ class ConfiguredEndpoint:
                 )
             try:
                 return await self.threads.run(self.model.predict, data)  # on a thread: the loop serves on
-            except ServingError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the library refuses the data in its own way: the caller's 422
+            except BaseException as exc:  # noqa: BLE001 - the library (or a model of the user's) refuses: a 422
+                if not_users(exc):
+                    raise
                 raise InvalidInput(
                     f"the {self.config.engine} model of endpoint '{self.name}' cannot predict on the preprocess "
                     f"output: {describe(exc)}",
@@ -104,19 +103,11 @@ class ConfiguredEndpoint:
             return data
         try:
             return await self.preprocess_code.call(method, data, state, collect)
-        except ServingError:
-            raise
-        except asyncio.CancelledError:
-            if asyncio.current_task().cancelling():  # the request itself is cancelled (deadline, client gone)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from user code: a 422 too
+            if not_users(exc):
                 raise
-            return self._user_failed(method)  # user code cancelled something of its own and let it through
-        except BaseException:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from user code: the caller's 422 too
-            return self._user_failed(method)
-
-    def _user_failed(self, method: str) -> NoReturn:
-        exc = sys.exc_info()[1]
-        log.error("%s of endpoint '%s' failed", method, self.name, exc_info=exc)
-        raise InvalidInput(f"{method} of endpoint '{self.name}' failed: {describe(exc)}", param=method) from None
+            log.error("%s of endpoint '%s' failed", method, self.name, exc_info=exc)
+            raise InvalidInput(f"{method} of endpoint '{self.name}' failed: {describe(exc)}", param=method) from None
 
     async def _engine(self, data: Any) -> Any:
         """The preprocess output as the declared input tensors through Triton or ONNX Runtime; the declared
@@ -160,6 +151,14 @@ class ConfiguredEndpoint:
 
 MESSAGE_CHARS = 500
 """Characters of a user exception's message an error body carries at most (the log has all of it)."""
+
+
+def not_users(exc: BaseException) -> bool:
+    """The gateway's own errors, and the request's own cancellation (its deadline, its client gone): not user code
+    failing. A CancelledError user code let through (it cancelled something of its own) is the user's."""
+    if isinstance(exc, ServingError):
+        return True
+    return isinstance(exc, asyncio.CancelledError) and asyncio.current_task().cancelling() > 0
 
 
 def describe(exc: BaseException) -> str:

@@ -38,7 +38,8 @@ def endpoints_list(
         print(json.dumps({name: config.model_dump() for name, config in endpoints.items()}, indent=2))
         return
     table = Table("endpoint", "engine", "model", "version", "preprocess", "inputs", "outputs")
-    table.columns[0].overflow = "fold"  # a long name wraps; never cut short
+    for column in table.columns:
+        column.overflow = "fold"  # a long name or path wraps; never cut short
     for name, config in endpoints.items():
         table.add_row(
             name,
@@ -49,7 +50,7 @@ def endpoints_list(
             ", ".join(t.name for t in config.inputs),
             ", ".join(t.name for t in config.outputs),
         )
-    Console(emoji=False).print(table)
+    Console(emoji=False, markup=False).print(table)  # cells as typed
 
 
 EngineName = StrEnum("EngineName", {name: name for name in engines.NAMES})
@@ -118,7 +119,7 @@ def endpoints_add(
         add_endpoint(file, name, config)
     except ServingError as exc:
         refuse(exc.message)
-    console.print(f"endpoint '{name}' written to {file}")
+    console.print(f"endpoint '{name}' written to {file}", markup=False)
 
 
 def _config(**fields):
@@ -134,8 +135,12 @@ def _config(**fields):
         return EndpointConfig(**fields)
     except ValidationError as exc:
         error = exc.errors()[0]
-        option = "-".join(str(p) for p in error["loc"]) or "model"
-        raise InvalidInput(f"--{option}: {error['msg'].removeprefix('Value error, ')}") from None
+        message = error["msg"].removeprefix("Value error, ")
+        # a check of the whole entry has no field: its message starts with what it is about (input, output, model)
+        option = "-".join(str(p) for p in error["loc"]) or next(
+            (word for word in ("input", "output") if message.startswith(word + " ")), "model"
+        )
+        raise InvalidInput(f"--{option}: {message}") from None
 
 
 def check_triton(config, url: str | None, listed: set[str]) -> None:
@@ -219,4 +224,4 @@ def endpoints_remove(name: str = typer.Argument(...), file: Path = ENDPOINTS_FIL
         EndpointsFile.update(file, apply)
     except ServingError as exc:
         refuse(exc.message)
-    console.print(f"endpoint {shown(name)} removed from {file}")
+    console.print(f"endpoint {shown(name)} removed from {file}", markup=False)

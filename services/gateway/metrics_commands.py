@@ -87,7 +87,7 @@ def metrics_add(
         count = EndpointsFile.update(file, apply)
     except ServingError as exc:
         refuse(exc.message)
-    console.print(f"{count} variable(s) declared for '{endpoint}' in {file}")
+    console.print(f"{count} variable(s) declared for '{endpoint}' in {file}", markup=False)
 
 
 @metrics_app.command("list")
@@ -102,7 +102,7 @@ def metrics_list(file: Path = ENDPOINTS_FILE) -> None:
         for name, variable in declared.variables.items():
             detail = ",".join(f"{b:g}" for b in variable.buckets) or ",".join(variable.values)
             table.add_row(endpoint, name, variable.kind, detail, f"{declared.log_frequency:g}")
-    Console().print(table)
+    Console(emoji=False, markup=False).print(table)
 
 
 @metrics_app.command("remove")
@@ -132,4 +132,4 @@ def metrics_remove(
         EndpointsFile.update(file, apply)
     except ServingError as exc:
         refuse(exc.message)
-    console.print(f"removed from {shown(endpoint)} in {file}")
+    console.print(f"removed from {shown(endpoint)} in {file}", markup=False)

@@ -39,10 +39,10 @@ class GatewaySettings(ApiSettings):
     """Endpoint configuration (JSON) edited with `serving endpoints ...`; workers pick up changes without a restart."""
     endpoints_poll_interval: float = Field(1.0, gt=0)
     """How often workers check the endpoint file and the deployment state for changes, in seconds."""
-    endpoints_load_timeout: float = Field(120.0, gt=0)
+    endpoints_load_timeout: float = Field(60.0, gt=0)
     """Seconds one configured endpoint may take to load (its preprocess import, `Preprocess()`, `load()`, its model);
     one that takes longer is left out and named in /health/ready's config_errors (`serving endpoints add` refuses
-    it), the others are served."""
+    it), the others are served. Below gunicorn's 120 s worker timeout, which a worker starting up must also meet."""
     endpoints_retire_after: float = Field(30.0, ge=0)
     """Seconds replaced preprocess instances stay loaded (their requests in flight finish) before unload() runs."""
     serving_base_url: str | None = None

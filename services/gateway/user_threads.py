@@ -55,21 +55,25 @@ class UserThreads:
             raise Unavailable(self._refusal(), retry_after=self.retry_after)
         metrics.USER_CODE_THREADS_BUSY.inc()
 
+        def release() -> None:
+            with self._lock:
+                del self._started[number]
+            metrics.USER_CODE_THREADS_BUSY.dec()
+
         def call() -> T:
             try:
                 return function(*args)
             finally:
-                with self._lock:
-                    del self._started[number]
-                metrics.USER_CODE_THREADS_BUSY.dec()
+                release()
 
         try:
             future = self._pool.submit(contextvars.copy_context().run, call)
         except RuntimeError:  # the pool was shut down: the worker is stopping
-            with self._lock:
-                del self._started[number]
-            metrics.USER_CODE_THREADS_BUSY.dec()
+            release()
             raise Unavailable("the worker is stopping: retry", retry_after=self.retry_after) from None
+        # cancelled before a thread took it (the request's deadline, its client gone, close()): call() never runs, so
+        # its slot is released here (a future only cancels while pending: never both)
+        future.add_done_callback(lambda done: release() if done.cancelled() else None)
         return await asyncio.wrap_future(future)
 
     def stuck(self) -> int:

@@ -29,7 +29,7 @@ def list_models(
     if as_json:
         print_json(endpoints)
         return
-    Console().print(table(endpoints) if endpoints else "no deployed endpoint")
+    Console(emoji=False, markup=False).print(table(endpoints) if endpoints else "no deployed endpoint")
 
 
 def with_rates(first: list[dict], second: list[dict], only: str | None = None) -> list[dict]:

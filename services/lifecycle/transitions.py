@@ -47,6 +47,8 @@ def set_auto_update(state: Deployments, name: str, registered_name: str, max_ver
     if name in MODELS:
         raise InvalidInput(f"'{name}' names a model of the built-in stack; choose another endpoint name")
     item = state.endpoints.setdefault(name, EndpointState())
+    if item.registered_name != registered_name:
+        item.removed = []  # removals were of the other model's versions
     item.registered_name, item.max_versions = registered_name, max_versions
 
 
@@ -120,28 +122,34 @@ def add_discovered(state: Deployments, name: str, registry_versions: Iterable[Re
 
 def mark_live(
     state: Deployments, name: str, version: str, *, model_dir: str, lineage: dict, manifest: Manifest, now: float
-) -> None:
+) -> bool:
     """`version` passed every check: it gets traffic by the policy. The first live version fixes the endpoint's
-    tensor contract."""
+    tensor contract. False, and nothing changes, when it is no longer loading: removed (`serving model remove`) or
+    gone while the controller deployed it."""
     item = endpoint(state, name)
-    record = item.versions[version]
+    record = item.versions.get(version)
+    if record is None or record.state != "loading" or version in item.removed:
+        return False
     record.state, record.model_dir, record.deployed_at = "live", model_dir, _iso(now)
     record.lineage = lineage
     if not item.contract_outputs:
         item.contract_inputs, item.contract_outputs = manifest.inputs, manifest.outputs
+    return True
 
 
 def mark_verified(state: Deployments, name: str, version: str, *, model_dir: str, lineage: dict) -> None:
     """CONTROLLER_PLACEMENT=agents: `version` passed the controller's checks and stays `loading` with its lineage;
     the replicas' agents load it now, and `mark_live` follows once every replica holds it (`placement`)."""
-    record = endpoint(state, name).versions[version]
-    if record.state == "loading":
+    record = endpoint(state, name).versions.get(version)
+    if record is not None and record.state == "loading":
         record.model_dir, record.lineage = model_dir, lineage
 
 
 def reject(state: Deployments, name: str, version: str, reason: str) -> None:
     """`version` failed a deployment check: never given traffic (the controller already took it out of Triton)."""
-    record = endpoint(state, name).versions[version]
+    record = endpoint(state, name).versions.get(version)
+    if record is None:  # removed and forgotten meanwhile
+        return
     record.state, record.reason, record.drain_started = REJECTED, reason, None
 
 

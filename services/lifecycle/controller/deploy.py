@@ -115,12 +115,20 @@ class Deployer:
         lineage = self.registry.lineage(registered, version, model_dir)
         self.write_reference(name, version, model_dir, lineage)
         now = self.clock()
-        self.store.update(
+        made_live = self.store.update(
             lambda s: transitions.mark_live(
                 s, name, version, model_dir=str(model_dir), lineage=lineage, manifest=manifest, now=now
             )
         )
-        log.info("endpoint '%s': version %s of '%s' is live", name, version, registered)
+        if made_live:
+            log.info("endpoint '%s': version %s of '%s' is live", name, version, registered)
+        else:
+            log.info(
+                "endpoint '%s': version %s of '%s' was removed while it was deployed: not live",
+                name,
+                version,
+                registered,
+            )
 
     def deploy_to_replicas(self, name: str, version: str) -> None:
         """CONTROLLER_PLACEMENT=agents: a version not yet verified is fetched and checked (rejected if it fails), then
@@ -148,12 +156,22 @@ class Deployer:
         except ValueError as exc:
             self.reject(name, registered, version, str(exc)[:500])
             return
-        self.store.update(
+        made_live = self.store.update(
             lambda s: transitions.mark_live(
                 s, name, version, model_dir=str(model_dir), lineage=record.lineage, manifest=manifest, now=now
             )
         )
-        log.info("endpoint '%s': version %s of '%s' is live on replicas %s", name, version, registered, list(replicas))
+        if made_live:
+            log.info(
+                "endpoint '%s': version %s of '%s' is live on replicas %s", name, version, registered, list(replicas)
+            )
+        else:
+            log.info(
+                "endpoint '%s': version %s of '%s' was removed while it was deployed: not live",
+                name,
+                version,
+                registered,
+            )
 
     def check_for_replicas(self, name: str, registered: str, version: str, endpoint: EndpointState) -> None:
         """The checks of `deploy` short of Triton: passed, the version is recorded as verified (still `loading`)

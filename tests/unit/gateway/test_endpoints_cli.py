@@ -165,3 +165,14 @@ def test_the_triton_check_goes_to_the_running_stacks_triton_unless_told_otherwis
     assert triton_address("10.0.0.7:8001") == "10.0.0.7:8001", "--triton-url first"
     monkeypatch.setenv("GATEWAY_TRITON_GRPC_URL", "127.0.0.9:8001")
     assert triton_address(None) == "127.0.0.9:8001", "then the gateway's own setting, when set"
+
+
+def test_the_list_shows_names_and_paths_as_written(tmp_path):
+    path = tmp_path / "endpoints.json"
+    entry = {"engine": "custom", "preprocess": "pre[v2]:smile:.py"}
+    path.write_text(json.dumps({"endpoints": {"a-rather-long-endpoint-name-for-a-narrow-terminal": entry}}))
+    listed = CliRunner().invoke(app, ["endpoints", "list", "--file", str(path)], terminal_width=80)
+    rows = [line.split("│") for line in listed.output.splitlines() if line.startswith("│")]
+    column = ["".join(row[i].strip() for row in rows) for i in range(1, 6)]
+    assert column[0] == "a-rather-long-endpoint-name-for-a-narrow-terminal", listed.output  # wrapped, not cut
+    assert column[4] == "pre[v2]:smile:.py", listed.output  # no markup, no emoji

@@ -151,8 +151,8 @@ def test_an_error_shows_what_was_typed_as_typed(tmp_path):
         (["--input", "a:INT64:0,-5"], "axis sizes are 1 or more, or -1 for a dynamic axis; got 0 in [0, -5]"),
         (["--input", "a:INT64:-1,-5"], "got -5 in [-1, -5]"),
         (["--input", "a:INT64:" + ",".join(["1"] * 200)], "a shape has 1 to 32 axes, got 200"),
-        (["--input", "a:INT64:-1", "--input", "a:INT64:-1"], "input 'a' is declared twice: each input name once"),
-        (["--output", "o:FP32:-1", "--output", "o:FP32:-1"], "output 'o' is declared twice"),
+        (["--input", "a:INT64:-1", "--input", "a:INT64:-1"], "--input: input 'a' is declared twice: each input name"),
+        (["--output", "o:FP32:-1", "--output", "o:FP32:-1"], "--output: output 'o' is declared twice"),
     ],
 )
 def test_shapes_and_names_triton_could_not_take_are_refused_before_anything_is_written(tmp_path, args, says):

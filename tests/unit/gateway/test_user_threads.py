@@ -45,6 +45,22 @@ def test_steps_past_the_last_free_thread_are_refused_at_once_and_stuck_ones_are_
     assert after == "a thread is free again" and healthy == {}
 
 
+def test_a_request_cancelled_before_its_step_started_gives_its_thread_back():
+    threads = UserThreads(4, stuck_after=60)
+
+    async def scenario():
+        for _ in range(50):  # cancelled right after submitting: most never reach a thread
+            task = asyncio.ensure_future(threads.run(time.sleep, 0))
+            await asyncio.sleep(0)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await asyncio.sleep(0.1)
+        return await threads.run(lambda: "a thread is free")
+
+    assert asyncio.run(scenario()) == "a thread is free"
+    assert threads._started == {}, "every slot released"
+
+
 def test_a_step_runs_with_the_callers_context():
     threads = UserThreads(1, stuck_after=60)
 
@@ -141,3 +157,26 @@ def test_odd_failures_of_user_code_are_a_422_naming_the_stage(tmp_path, fail, ex
         asyncio.run(endpoint.preprocess({"fail": fail}, {}, lambda values: None))
     assert failed.value.param == "preprocess"
     assert failed.value.message == f"preprocess of endpoint 'odd' failed: {expected}"
+
+
+EXITING_MODEL = """
+class Model:
+    def predict(self, rows):
+        raise SystemExit(3)
+
+class Preprocess:
+    def load(self, local_file_name):
+        return Model()
+"""
+
+
+def test_a_model_whose_predict_exits_is_a_422_of_process(tmp_path):
+    (tmp_path / "exits.py").write_text(EXITING_MODEL)
+    file = EndpointsFile(endpoints={"m": EndpointConfig(engine="sklearn", preprocess="exits.py")})
+    triton = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)
+    endpoints = ConfiguredEndpoints.build(
+        file, triton, "http://127.0.0.1:1/serve", tmp_path, UserThreads(2, stuck_after=60), 5
+    )
+    with pytest.raises(InvalidInput) as failed:
+        asyncio.run(endpoints.get("m").process([[1.0]], {}, lambda values: None))
+    assert failed.value.param == "process" and failed.value.message.endswith("output: SystemExit: 3")

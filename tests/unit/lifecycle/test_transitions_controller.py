@@ -67,6 +67,29 @@ def test_marking_live_records_the_version_and_the_first_one_fixes_the_contract()
     assert endpoint.versions["2"].deployed_at == "1970-01-01T00:01:00Z"
 
 
+def test_a_version_removed_while_it_was_deployed_never_goes_live():
+    state = deployments(("1", "live"), ("2", "loading"), registered_name="m")
+    transitions.remove(state, "emb", "2", now=10.0)
+    made_live = transitions.mark_live(state, "emb", "2", model_dir="/m/2", lineage={}, manifest=Manifestish(32), now=20)
+    assert made_live is False and state.endpoints["emb"].versions["2"].state == "draining"
+    assert state.endpoints["emb"].live() == ["1"]
+    transitions.finish_drained(state, "emb", ["2"])
+    assert (
+        transitions.mark_live(state, "emb", "2", model_dir="/m/2", lineage={}, manifest=Manifestish(32), now=30)
+        is False
+    )
+    transitions.reject(state, "emb", "2", "checked after it was forgotten")  # no KeyError: nothing to mark
+
+
+def test_following_another_registered_model_forgets_the_removals_of_the_first():
+    state = deployments(("1", "live"), ("2", "live"), registered_name="m")
+    transitions.remove(state, "emb", "2", now=10.0)
+    transitions.set_auto_update(state, "emb", "m", 2)
+    assert state.endpoints["emb"].removed == ["2"], "the same model again: the removal stands"
+    transitions.set_auto_update(state, "emb", "other", 2)
+    assert state.endpoints["emb"].removed == []
+
+
 def test_a_rejected_version_keeps_its_reason_and_is_not_draining():
     state = deployments(("1", "loading"))
     state.endpoints["emb"].versions["1"].drain_started = 5.0
