@@ -59,7 +59,8 @@ def requested_timeout(headers: list[tuple[bytes, bytes]]) -> float | None:
                 seconds = -1.0
             if not 0 < seconds < float("inf"):
                 raise BadRequest(
-                    f"header x-request-timeout must be a positive number of seconds, not {value[:40]!r}",
+                    "header x-request-timeout must be a positive number of seconds, not "
+                    f"{value[:40].decode('latin-1')!r}",
                     param="x-request-timeout",
                 )
             return seconds

@@ -90,5 +90,7 @@ def dumps_any(result: Any, endpoint: str) -> bytes:
         return orjson.dumps(result, default=_jsonable, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
     except TypeError as exc:
         raise InvalidInput(
-            f"postprocess of endpoint '{endpoint}' returned what JSON cannot carry: {exc}", param="postprocess"
+            f"postprocess of endpoint '{endpoint}' returned what JSON cannot carry ({exc}): return dicts with string, "
+            "number, boolean or None keys, and lists, numbers, strings and numpy arrays as values",
+            param="postprocess",
         ) from None

@@ -134,7 +134,8 @@ class ConfiguredEndpoint:
         arrays = [data] if len(specs) == 1 else list(data)
         if len(arrays) != len(specs):
             raise InvalidInput(
-                f"preprocess returned {len(arrays)} inputs; endpoint '{self.name}' declares {len(specs)}",
+                f"preprocess returned {len(arrays)} inputs; endpoint '{self.name}' declares {len(specs)} "
+                f"({', '.join(s.name for s in specs)}), in that order",
                 param="preprocess",
             )
         try:
@@ -286,8 +287,8 @@ class ConfiguredEndpoints:
             except TookTooLong:
                 errors[name] = (
                     f"endpoint '{name}' did not load in {load_timeout:g} s (its preprocess import, Preprocess() or "
-                    "load(), or its model): left out; fix it and save the file to try again "
-                    "(GATEWAY_ENDPOINTS_LOAD_TIMEOUT sets the limit)"
+                    "load(), or its model), the limit GATEWAY_ENDPOINTS_LOAD_TIMEOUT sets: make it load faster or "
+                    "raise the limit"
                 )
             except BaseException as exc:  # noqa: BLE001 - user code fails in every way (SystemExit too): report, go on
                 errors[name] = exc.message if isinstance(exc, ServingError) else describe(exc)

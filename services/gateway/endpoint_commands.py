@@ -37,7 +37,7 @@ def endpoints_list(
     if as_json:
         print(json.dumps({name: config.model_dump() for name, config in endpoints.items()}, indent=2))
         return
-    table = Table("endpoint", "engine", "model", "version", "preprocess", "inputs", "outputs")
+    table = Table("endpoint", "engine", "model", "model file", "version", "preprocess", "inputs", "outputs")
     for column in table.columns:
         column.overflow = "fold"  # a long name or path wraps; never cut short
     for name, config in endpoints.items():
@@ -45,6 +45,7 @@ def endpoints_list(
             name,
             config.engine,
             config.model or "",
+            config.model_file or "",
             config.version or "any",
             config.preprocess or "",
             ", ".join(t.name for t in config.inputs),

@@ -173,6 +173,6 @@ def test_the_list_shows_names_and_paths_as_written(tmp_path):
     path.write_text(json.dumps({"endpoints": {"a-rather-long-endpoint-name-for-a-narrow-terminal": entry}}))
     listed = CliRunner().invoke(app, ["endpoints", "list", "--file", str(path)], terminal_width=80)
     rows = [line.split("│") for line in listed.output.splitlines() if line.startswith("│")]
-    column = ["".join(row[i].strip() for row in rows) for i in range(1, 6)]
+    column = ["".join(row[i].strip() for row in rows) for i in range(1, 7)]
     assert column[0] == "a-rather-long-endpoint-name-for-a-narrow-terminal", listed.output  # wrapped, not cut
-    assert column[4] == "pre[v2]:smile:.py", listed.output  # no markup, no emoji
+    assert column[5] == "pre[v2]:smile:.py", listed.output  # no markup, no emoji
