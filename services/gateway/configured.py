@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -277,13 +278,8 @@ class ConfiguredEndpoints:
         endpoints, errors = {}, dict(file.invalid)
         for name, config in file.endpoints.items():
             try:
-                endpoints[name] = call_within(
-                    load_timeout,
-                    lambda name=name, config=config: build_endpoint(
-                        name, config, triton, serving_url, base_dir, threads
-                    ),
-                    late=_unload,
-                )
+                build = partial(build_endpoint, name, config, triton, serving_url, base_dir, threads)
+                endpoints[name] = call_within(load_timeout, build, late=_unload)
             except TookTooLong:
                 errors[name] = (
                     f"endpoint '{name}' did not load in {load_timeout:g} s (its preprocess import, Preprocess() or "

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -119,7 +118,7 @@ def endpoints_add(
         check_triton(config, triton_url, listed)
         add_endpoint(file, name, config)
     except ServingError as exc:
-        refuse(exc.message)
+        fail(exc.message)
     console.print(f"endpoint '{name}' written to {file}", markup=False)
 
 
@@ -208,10 +207,6 @@ def add_endpoint(file: Path, name: str, config) -> None:
     EndpointsFile.update(file, apply)
 
 
-def refuse(message: str) -> NoReturn:
-    fail(message)
-
-
 @endpoints_app.command("remove")
 def endpoints_remove(name: str = typer.Argument(...), file: Path = ENDPOINTS_FILE) -> None:
     """Remove an endpoint (a valid one, or one the gateway reports invalid, whatever its name)."""
@@ -224,5 +219,5 @@ def endpoints_remove(name: str = typer.Argument(...), file: Path = ENDPOINTS_FIL
     try:
         EndpointsFile.update(file, apply)
     except ServingError as exc:
-        refuse(exc.message)
+        fail(exc.message)
     console.print(f"endpoint {shown(name)} removed from {file}", markup=False)

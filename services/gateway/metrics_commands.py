@@ -9,9 +9,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from services.common.cli import console, fail
 from services.common.errors import InvalidInput, NotFound, ServingError
 from services.common.names import check_name, shown
-from services.gateway.endpoint_commands import ENDPOINTS_FILE, console, refuse
+from services.gateway.endpoint_commands import ENDPOINTS_FILE
 
 metrics_app = typer.Typer(
     help="Declare custom statistics per endpoint (clearml-serving's `metrics`); the gateway picks changes up "
@@ -25,7 +26,7 @@ def _pairs(items: list[str], option: str) -> dict[str, list[str]]:
     for item in items:
         name, sep, values = item.partition("=")
         if not sep or not name or not values:
-            refuse(f"{option} takes NAME=v1,v2,..., not '{item}'")
+            fail(f"{option} takes NAME=v1,v2,..., not '{item}'")
         found[name] = [v.strip() for v in values.split(",") if v.strip()]
     return found
 
@@ -86,7 +87,7 @@ def metrics_add(
         variables = _variables(variable_scalar, variable_enum, variable_value, variable_counter)
         count = EndpointsFile.update(file, apply)
     except ServingError as exc:
-        refuse(exc.message)
+        fail(exc.message)
     console.print(f"{count} variable(s) declared for '{endpoint}' in {file}", markup=False)
 
 
@@ -131,5 +132,5 @@ def metrics_remove(
     try:
         EndpointsFile.update(file, apply)
     except ServingError as exc:
-        refuse(exc.message)
+        fail(exc.message)
     console.print(f"removed from {shown(endpoint)} in {file}", markup=False)

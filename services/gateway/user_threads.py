@@ -68,11 +68,11 @@ class UserThreads:
 
         try:
             future = self._pool.submit(contextvars.copy_context().run, call)
-        except RuntimeError:  # the pool was shut down: the worker is stopping
+        except RuntimeError:  # the interpreter is shutting down: the worker is stopping
             release()
             raise Unavailable("the worker is stopping: retry", retry_after=self.retry_after) from None
-        # cancelled before a thread took it (the request's deadline, its client gone, close()): call() never runs, so
-        # its slot is released here (a future only cancels while pending: never both)
+        # cancelled before a thread took it (the request's deadline, its client gone): call() never runs, so its slot
+        # is released here (a future only cancels while pending: never both)
         future.add_done_callback(lambda done: release() if done.cancelled() else None)
         return await asyncio.wrap_future(future)
 
@@ -101,10 +101,6 @@ class UserThreads:
             f"all {self.size} threads for synchronous user code on this worker are busy{why}: retry, or raise "
             "GATEWAY_MAX_INFLIGHT or the workers"
         )
-
-    def close(self) -> None:
-        """No new calls; those running finish on their own (a stuck one is not waited for)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class TookTooLong(Exception):

@@ -8,24 +8,18 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 from urllib.parse import quote
 
 import httpx
 import typer
 
-from services.common import cli
+from services.common.cli import console, fail  # noqa: F401 - the lifecycle commands take them from here
 from services.common.errors import ServingError
 from services.common.names import check_name
 from services.common.settings import RunSettings
 
-console = cli.console
 URL = typer.Option("http://127.0.0.1:8080", "--url", help="The gateway.")
 TOKEN = typer.Option(None, "--token", help="Admin token (default: GATEWAY_ADMIN_TOKEN, else run/admin-token).")
-
-
-def fail(message: str) -> NoReturn:
-    cli.fail(message)
 
 
 def print_json(data) -> None:

@@ -115,13 +115,27 @@ class Deployer:
         lineage = self.registry.lineage(registered, version, model_dir)
         self.write_reference(name, version, model_dir, lineage)
         now = self.clock()
+        self.go_live(name, registered, version, model_dir, lineage, manifest, now)
+
+    def go_live(
+        self,
+        name: str,
+        registered: str,
+        version: str,
+        model_dir: Path,
+        lineage: dict,
+        manifest: Manifest,
+        now: float,
+        where: str = "",
+    ) -> None:
+        """Mark `version` live, unless it was removed while it was being deployed (`transitions.mark_live`)."""
         made_live = self.store.update(
             lambda s: transitions.mark_live(
                 s, name, version, model_dir=str(model_dir), lineage=lineage, manifest=manifest, now=now
             )
         )
         if made_live:
-            log.info("endpoint '%s': version %s of '%s' is live", name, version, registered)
+            log.info("endpoint '%s': version %s of '%s' is live%s", name, version, registered, where)
         else:
             log.info(
                 "endpoint '%s': version %s of '%s' was removed while it was deployed: not live",
@@ -156,22 +170,9 @@ class Deployer:
         except ValueError as exc:
             self.reject(name, registered, version, str(exc)[:500])
             return
-        made_live = self.store.update(
-            lambda s: transitions.mark_live(
-                s, name, version, model_dir=str(model_dir), lineage=record.lineage, manifest=manifest, now=now
-            )
+        self.go_live(
+            name, registered, version, model_dir, record.lineage, manifest, now, f" on replicas {list(replicas)}"
         )
-        if made_live:
-            log.info(
-                "endpoint '%s': version %s of '%s' is live on replicas %s", name, version, registered, list(replicas)
-            )
-        else:
-            log.info(
-                "endpoint '%s': version %s of '%s' was removed while it was deployed: not live",
-                name,
-                version,
-                registered,
-            )
 
     def check_for_replicas(self, name: str, registered: str, version: str, endpoint: EndpointState) -> None:
         """The checks of `deploy` short of Triton: passed, the version is recorded as verified (still `loading`)

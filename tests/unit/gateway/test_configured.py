@@ -8,11 +8,8 @@ from services.common.backend import EndpointKind
 from services.common.errors import InvalidInput, NotFound
 from services.gateway.configured import ConfiguredEndpoints, validate_file
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
-from services.gateway.user_threads import UserThreads
 from services.triton.grpc_client import TritonClient
-
-THREADS = UserThreads(8, stuck_after=60.0)
-"""Where these tests' synchronous user code runs."""
+from tests.support.user_code import THREADS
 
 
 def build(tmp_path, config: EndpointConfig) -> ConfiguredEndpoints:

@@ -14,12 +14,9 @@ from services.common.errors import InvalidInput
 from services.gateway.configured import ConfiguredEndpoint
 from services.gateway.endpoints import EndpointConfig, TensorSpec
 from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess
-from services.gateway.user_threads import UserThreads
+from tests.support.user_code import THREADS
 from tests.unit.gateway.test_configured import build
 from tests.unit.gateway.test_engines import FakeOnnx, FakeTriton
-
-THREADS = UserThreads(8, stuck_after=60.0)
-"""Where these tests' synchronous user code runs."""
 
 PASS_THROUGH = """
 class Preprocess:

@@ -12,11 +12,8 @@ from services.gateway import engines
 from services.gateway.configured import ConfiguredEndpoint
 from services.gateway.endpoints import EndpointConfig, TensorSpec
 from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess
-from services.gateway.user_threads import UserThreads
+from tests.support.user_code import THREADS
 from tests.unit.gateway.test_configured import build
-
-THREADS = UserThreads(8, stuck_after=60.0)
-"""Where these tests' synchronous user code runs."""
 
 RECORDER = """
 import asyncio

@@ -11,10 +11,7 @@ import pytest
 
 from services.common.errors import ConfigurationError
 from services.gateway.preprocess import UserPreprocess, load_preprocess_class
-from services.gateway.user_threads import UserThreads
-
-THREADS = UserThreads(8, stuck_after=60.0)
-"""Where these tests' synchronous user code runs."""
+from tests.support.user_code import THREADS
 
 SYNC_AND_ASYNC = """
 class Preprocess:

@@ -13,12 +13,9 @@ import pytest
 from services.gateway.configured import ConfiguredEndpoints
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.gateway.resolvers import ChainedResolver
-from services.gateway.user_threads import UserThreads
 from services.gateway.watcher import EndpointSet, FileWatcher, redact_paths
 from services.triton.grpc_client import TritonClient
-
-THREADS = UserThreads(8, stuck_after=60.0)
-"""Where these tests' synchronous user code runs."""
+from tests.support.user_code import THREADS
 
 
 class Names:
