@@ -2,7 +2,7 @@
 # Writes the secret files docker-compose.yml reads (random values, mode 0600) unless they exist already.
 set -eu
 cd "$(dirname "$0")/secrets"
-for name in admin-token postgres-password minio-root-password grafana-admin-password; do
+for name in admin-token triton-control-key postgres-password minio-root-password grafana-admin-password; do
   if [ ! -s "$name" ]; then
     umask 077
     python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > "$name"

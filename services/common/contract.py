@@ -10,13 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.common.errors import ConfigurationError
+from services.common.names import ARTIFACT_FILE_PATTERN, MODEL_NAME_PATTERN, TENSOR_NAME_PATTERN
 
 MANIFEST_FILE = "manifest.json"
 MODEL_FILE = "model.onnx"
@@ -66,12 +68,42 @@ SHORT_NAMES = {"all-MiniLM-L6-v2": "minilm"}
 
 MAX_RANK = 32
 """Axes of a tensor at most (numpy's own limit)."""
+MAX_MANIFEST_BYTES = 1 << 20
+"""A manifest larger than this is refused before it is parsed."""
+MAX_SEQ_LENGTH = 1 << 16
+MAX_LABELS = 100_000
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _matching(pattern: str, what: str) -> Callable[[str], str]:
+    """A validator accepting `value` only where `pattern` matches it whole; the refusal says the rule, never the
+    value (a value from outside may be long or carry control characters)."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"{what} must match {pattern}")
+        return value
+
+    return check
+
+
+_tensor_name = _matching(TENSOR_NAME_PATTERN, "a tensor name")
+_model_name = _matching(MODEL_NAME_PATTERN, "a model name")
+_artifact_file = _matching(ARTIFACT_FILE_PATTERN, "a file of the artifact (a relative path inside it)")
 
 
 class TensorSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     name: str
     dtype: str = Field(description="Triton dtype name: INT64, FP32, BYTES, ... (numpy names are read as Triton's)")
     shape: list[int] = Field(description="Full shape including the batch axis; -1 marks a dynamic axis")
+
+    @field_validator("name")
+    @classmethod
+    def _allowed_name(cls, value: str) -> str:
+        return _tensor_name(value)
 
     @field_validator("dtype")
     @classmethod
@@ -116,19 +148,41 @@ class BuildInfo(BaseModel):
 
 
 class Manifest(BaseModel):
-    schema_version: int = 1
+    """Untrusted until loaded: every name is held to an allow-list (`services.common.names`), every file to a relative
+    path inside the artifact, and the files a server runs (`MODEL_FILE`, `TOKENIZER_FILE`) must be listed with their
+    hashes. Nothing in it names a file, backend or path that Triton uses."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = 1
     name: str
-    version: str = "1"
+    version: str = Field("1", pattern=r"^[0-9]{1,18}$")
     task: Task
-    max_seq_length: int
-    pooling: str | None = None
+    max_seq_length: int = Field(ge=1, le=MAX_SEQ_LENGTH)
+    pooling: Literal["mean", "cls", "max"] | None = None
     normalize: bool = False
-    labels: list[str] | None = None
-    inputs: list[TensorSpec]
-    outputs: list[TensorSpec]
-    files: dict[str, str] = Field(default_factory=dict, description="sha256 of every artifact file")
+    labels: list[Annotated[str, Field(max_length=256)]] | None = Field(None, max_length=MAX_LABELS)
+    inputs: list[TensorSpec] = Field(min_length=1, max_length=64)
+    outputs: list[TensorSpec] = Field(min_length=1, max_length=64)
+    files: dict[str, str] = Field(default_factory=dict, description="sha256 of every artifact file", max_length=64)
     source: SourceInfo
     build: BuildInfo
+
+    @field_validator("name")
+    @classmethod
+    def _allowed_name(cls, value: str) -> str:
+        return _model_name(value)
+
+    @field_validator("files")
+    @classmethod
+    def _files_inside(cls, value: dict[str, str]) -> dict[str, str]:
+        for path, digest in value.items():
+            _artifact_file(path)
+            if path == MANIFEST_FILE:
+                raise ValueError(f"{MANIFEST_FILE} cannot list itself")
+            if not _SHA256.fullmatch(digest):
+                raise ValueError("each file's hash is 64 lowercase hexadecimal digits (sha256)")
+        return value
 
     @property
     def output(self) -> TensorSpec:
@@ -149,24 +203,40 @@ class Manifest(BaseModel):
 
     @classmethod
     def load(cls, model_dir: Path | str) -> Manifest:
+        """The manifest of `model_dir`, checked; ConfigurationError naming the field that breaks a rule."""
         path = Path(model_dir) / MANIFEST_FILE
         if not path.is_file():
             raise ConfigurationError(
                 f"no model manifest at {path}: build the model first (`make model`, or `serving model build`)"
             )
-        return cls.model_validate_json(path.read_text())
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise ConfigurationError(f"{MANIFEST_FILE} is over {MAX_MANIFEST_BYTES} bytes: not a model manifest")
+        try:
+            return cls.model_validate_json(path.read_bytes())
+        except ValidationError as exc:
+            raise ConfigurationError(f"{MANIFEST_FILE} is not valid: {_fields(exc)}") from None
 
     def save(self, model_dir: Path) -> None:
         (model_dir / MANIFEST_FILE).write_text(json.dumps(self.model_dump(), indent=2) + "\n")
 
-    def verify_files(self, model_dir: Path | str) -> None:
-        """Raise if an artifact file is missing or differs from the hash recorded at export."""
+    def verify_files(
+        self, model_dir: Path | str, required: tuple[str, ...] = (MODEL_FILE, TOKENIZER_FILE), *, exact: bool = False
+    ) -> None:
+        """Raise if a file the servers run is not listed, or an artifact file is missing, is not a regular file inside
+        `model_dir` (a link or a special file), or differs from the hash recorded at export; `exact`: also if
+        `model_dir` holds a file the manifest does not seal. Messages name files relative to the artifact."""
+        if unlisted := [name for name in required if name not in self.files]:
+            raise ConfigurationError(f"the manifest lists no hash for {unlisted}: every file a server runs is sealed")
+        if exact:
+            present = {p.relative_to(model_dir).as_posix() for p in Path(model_dir).rglob("*") if not p.is_dir()}
+            if unsealed := sorted(present - set(self.files) - {MANIFEST_FILE}):
+                raise ConfigurationError(f"the artifact holds files its manifest does not seal: {unsealed[:5]}")
         for name, digest in self.files.items():
             path = Path(model_dir) / name
-            if not path.is_file():
-                raise ConfigurationError(f"model artifact {path} is missing: rebuild with `make model`")
+            if path.is_symlink() or not path.is_file():
+                raise ConfigurationError(f"artifact file {name} is missing or not a regular file: rebuild the model")
             if sha256_file(path) != digest:
-                raise ConfigurationError(f"model artifact {path} does not match its manifest hash: rebuild it")
+                raise ConfigurationError(f"artifact file {name} does not match its manifest hash: rebuild it")
 
 
 class Reference(BaseModel):
@@ -185,6 +255,14 @@ class Reference(BaseModel):
 
     def output_of(self, text: str) -> np.ndarray:
         return np.asarray(self.outputs[self.texts.index(text)], dtype=np.float32)
+
+
+def _fields(exc: ValidationError) -> str:
+    """Each broken rule as `field: message`, without the offending value."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'document'}: {error['msg'].removeprefix('Value error, ')}"
+        for error in exc.errors()[:5]
+    )
 
 
 def sha256_file(path: Path) -> str:

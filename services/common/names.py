@@ -62,3 +62,13 @@ def printable(name: object, limit: int = 40) -> str:
 def shown(name: object) -> str:
     """`printable(name)` in quotes, for a sentence."""
     return f"'{printable(name)}'"
+
+
+TENSOR_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,127}$"
+"""A tensor name: what Triton, ONNX and TensorFlow exports use (`input_ids`, `INPUT__0`, `serving_default_x:0`), at
+most 128 characters; no quote, brace, space or newline."""
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+"""A model's own name in its manifest (`all-MiniLM-L6-v2`)."""
+ARTIFACT_FILE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}(/[A-Za-z0-9][A-Za-z0-9._-]{0,127}){0,7}$"
+"""A file inside a model artifact: a relative path of at most 8 segments, each starting with a letter or digit (so
+never absolute, never `..`, never hidden)."""

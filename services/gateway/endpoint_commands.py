@@ -155,7 +155,7 @@ def check_triton(config, url: str | None, listed: set[str]) -> None:
 
     url = triton_address(url)
     try:
-        found = model_tensors(url, config.model, config.model_version)
+        found = model_tensors(url, config.model, config.model_version, control_key=local_control_key())
     except TritonUnreachable as exc:
         console.print(
             f"note: {exc}: Triton model '{config.model}' and its tensors not checked "
@@ -164,6 +164,17 @@ def check_triton(config, url: str | None, listed: set[str]) -> None:
         return
     if problems := differences(found, config.inputs, config.outputs, fix(listed)):
         raise ConfigurationError("; ".join(problems) + " (nothing written)")
+
+
+def local_control_key() -> str | None:
+    """The model-control key of the stack `serving up` started in this run directory, when this user may read it."""
+    from services.common.settings import RunSettings
+    from services.triton.control_key import KEY_FILE, read_control_key
+
+    try:
+        return read_control_key(RunSettings().run_dir / KEY_FILE)
+    except ConfigurationError:
+        return None
 
 
 def triton_address(url: str | None) -> str:

@@ -20,6 +20,7 @@ from typing import Protocol
 
 import httpx
 
+from services.common import artifacts
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest, sha256_file
 from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.lifecycle.state import VersionState
@@ -36,12 +37,12 @@ class FilesRegistry(Protocol):
 
 
 class MlflowFiles:
-    """`fetch_files` over MLflow's REST API (a tracking server with `--serve-artifacts`)."""
-
-    PROXIED = "mlflow-artifacts:"
+    """`fetch_files` over MLflow's REST API (a tracking server with `--serve-artifacts`), with the checks and limits
+    of `services.common.artifacts`."""
 
     def __init__(self, tracking_uri: str, timeout: float = 30.0):
-        self.api = tracking_uri.rstrip("/") + "/api/2.0"
+        self.tracking_uri = tracking_uri.rstrip("/")
+        self.api = self.tracking_uri + "/api/2.0"
         self.timeout = timeout
 
     def _get(self, path: str, **params: str) -> httpx.Response:
@@ -57,18 +58,14 @@ class MlflowFiles:
 
     def fetch_files(self, name: str, version: str, dest: Path, files: list[str]) -> Path:
         found = self._get("mlflow/model-versions/get", name=name, version=version).json()["model_version"]
-        run = self._get("mlflow/runs/get", run_id=found["run_id"]).json()["run"]
-        root = run["info"]["artifact_uri"]
-        if not root.startswith(self.PROXIED):
+        root = self._get("mlflow/runs/get", run_id=found["run_id"]).json()["run"]["info"]["artifact_uri"]
+        if not root.startswith(artifacts.PROXIED):
             raise ConfigurationError(
                 f"version {version} of '{name}' keeps its artifacts at {root}, which this host cannot read: run the "
                 "tracking server with --serve-artifacts, so that artifacts come through its proxy"
             )
-        base = root.removeprefix(self.PROXIED).lstrip("/")
-        dest.mkdir(parents=True, exist_ok=True)
-        for file in files:
-            (dest / file).write_bytes(self._get(f"mlflow-artifacts/artifacts/{base}/{ARTIFACT_PATH}/{file}").content)
-        return dest
+        source = artifacts.source_for(root, self.tracking_uri, ARTIFACT_PATH)
+        return artifacts.download(source, dest, artifacts.ArtifactLimits(), only=files)
 
 
 def version_files(

@@ -13,6 +13,7 @@ from pydantic import AliasChoices, BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.settings import default_state_url
+from services.triton.control_key import KEY_FILE
 
 
 class FleetDriftSettings(BaseModel):
@@ -46,6 +47,9 @@ class ControllerSettings(BaseSettings):
     """Where fetched registry versions are kept while deployed."""
     triton_repository: Path = Field(default_factory=lambda data: data["run_dir"] / "triton-repository")
     triton_http_url: str = "http://127.0.0.1:8000"
+    triton_control_key_file: Path = Field(default_factory=lambda data: data["run_dir"] / KEY_FILE)
+    """The key Triton's model-repository API is restricted to (`services.triton.control_key`); `serving up` writes
+    it when it starts Triton."""
     triton_target: str = "local"
     """How versions are placed: local (the wheel's Triton, Python-backend encoder over ONNX Runtime) or container (the
     NGC image's native onnxruntime backend; files copied, not linked, since Triton runs in another container)."""

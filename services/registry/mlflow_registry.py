@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.common import artifacts
 from services.common.contract import MANIFEST_FILE, Manifest, sha256_file
 from services.common.errors import ConfigurationError, NotFound
 from services.registry.lineage import DATASET_ARTIFACT_TAG, UiLinks, datasets, pipeline
@@ -162,32 +163,18 @@ class ModelRegistry:
             key=lambda v: int(v.version),
         )
 
-    def fetch(self, name: str, version: str, dest: Path) -> Path:
-        """Download the version's artifacts (manifest, tokenizer, ONNX file) into `dest`."""
+    def fetch(self, name: str, version: str, dest: Path, only: list[str] | None = None) -> Path:
+        """Download the version's artifact (manifest, tokenizer, ONNX file), or its `only` files, into `dest/model`
+        (`services.common.artifacts`: the artifact's own listing, relative paths, regular files, size limits);
+        returns that directory."""
         try:
             found = self.client.get_model_version(name, version)
         except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
             raise NotFound(f"registry has no version {version} of '{name}': {exc}") from None
-        dest.mkdir(parents=True, exist_ok=True)
-        path = self.mlflow.artifacts.download_artifacts(
-            run_id=found.run_id, artifact_path=ARTIFACT_PATH, dst_path=str(dest), tracking_uri=self.uri
-        )
-        return Path(path)
-
-    def fetch_files(self, name: str, version: str, dest: Path, files: list[str]) -> Path:
-        """Download some of the version's artifact files (e.g. the manifest and the tokenizer a gateway needs, not
-        the ONNX file) into `dest`; returns `dest`. Over a tracking server started with `--serve-artifacts` they
-        come through its HTTP artifact proxy."""
-        try:
-            found = self.client.get_model_version(name, version)
-        except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
-            raise NotFound(f"registry has no version {version} of '{name}': {exc}") from None
-        dest.mkdir(parents=True, exist_ok=True)
-        for file in files:
-            self.mlflow.artifacts.download_artifacts(
-                run_id=found.run_id, artifact_path=f"{ARTIFACT_PATH}/{file}", dst_path=str(dest), tracking_uri=self.uri
-            )
-        return dest  # a single file comes down as dest/<its name>
+        artifact_uri = self.client.get_run(found.run_id).info.artifact_uri
+        tracking = self.uri if self.uri.startswith(("http://", "https://")) else None
+        source = artifacts.source_for(artifact_uri, tracking, ARTIFACT_PATH)
+        return artifacts.download(source, Path(dest) / ARTIFACT_PATH, self.settings.artifacts, only)
 
     def tag(self, name: str, version: str, tags: dict[str, str]) -> None:
         for key, value in tags.items():

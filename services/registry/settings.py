@@ -10,9 +10,13 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.common.artifacts import ArtifactLimits
+
 
 class RegistrySettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="REGISTRY_", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix="REGISTRY_", extra="ignore", populate_by_name=True, env_nested_delimiter="__"
+    )
 
     run_dir: Path = Field(Path("run"), validation_alias=AliasChoices("SERVING_RUN_DIR", "run_dir"))
     """The run directory (`SERVING_RUN_DIR`), home of the embedded store by default."""
@@ -29,6 +33,8 @@ class RegistrySettings(BaseSettings):
     dataset_artifact_max_mb: float = Field(100.0, ge=0)
     """A logged data set file up to this size is also kept as an artifact of its run, the page its lineage links
     to; a larger one is linked to its run's page instead (0: never copied)."""
+    artifacts: ArtifactLimits = ArtifactLimits()
+    """What a fetch of a version takes at most (`REGISTRY_ARTIFACTS__MAX_FILE_BYTES`, ...): stopped at the limit."""
 
     @property
     def uri(self) -> str:

@@ -25,6 +25,7 @@ from services.launcher import Launcher, Supervisor
 from services.replica.agent import ReplicaAgent
 from services.replica.settings import AgentSettings
 from services.stacks.triton_service import STACK_TRITON_DEFAULTS
+from services.triton.control_key import ensure_control_key, read_control_key
 from services.triton.model_control import TritonModels
 from services.triton.repository import RenderOptions, render
 from services.triton.server import triton_process
@@ -44,7 +45,13 @@ class TritonHost:
             render(settings.model_dir, settings.repository, options)
         settings.repository.mkdir(parents=True, exist_ok=True)
         builtin = BUILTIN_MODELS if settings.model_dir is not None else []
-        self.spec = triton_process(settings.repository, settings.run_dir, settings.ports, builtin)
+        self.spec = triton_process(
+            settings.repository,
+            settings.run_dir,
+            settings.ports,
+            builtin,
+            control_key_file=settings.triton_control_key_file,
+        )
         if settings.log_json:  # Triton's own lines as JSON, as `serving up --log-json` has them
             self.spec.argv = [sys.executable, "-m", "services.triton.logpipe", "--", *self.spec.argv]
         self.spec.prepare = self.prepare
@@ -107,10 +114,12 @@ def build_agent(settings: AgentSettings) -> ReplicaAgent:
     from services.registry.settings import RegistrySettings
 
     options = RenderOptions(target=settings.target, gpu=settings.gpu)
+    key_file = settings.triton_control_key_file  # the agent's own Triton is started with it: written when missing
+    key = ensure_control_key(key_file) if settings.start_triton else read_control_key(key_file)
     return ReplicaAgent(
         DeploymentStore.open(settings.state_url),
         ModelRegistry(RegistrySettings(run_dir=settings.run_dir)),
-        TritonModels(settings.repository, settings.http_url, options),
+        TritonModels(settings.repository, settings.http_url, options, control_key=key),
         replica=settings.replica_id,
         models_dir=settings.models_dir,
         max_backoff=settings.max_backoff,

@@ -11,6 +11,7 @@ from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.settings import default_state_url
+from services.triton.control_key import KEY_FILE
 from services.triton.server import TritonPorts
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
@@ -39,6 +40,9 @@ class AgentSettings(BaseSettings):
     started by someone else (a container beside the agent) at `triton_http_url`, serving `repository`."""
     triton_http_url: str | None = None
     """Triton's HTTP URL; default: the one the agent's own Triton listens on."""
+    triton_control_key_file: Path = Field(default_factory=lambda data: data["run_dir"] / KEY_FILE)
+    """The key Triton's model-repository API is restricted to (`services.triton.control_key`): the agent's own Triton
+    is started with it (generated there when missing); a Triton started by someone else must have been given it."""
     repository: Path = Field(default_factory=lambda data: data["run_dir"] / "triton-repository")
     models_dir: Path = Field(default_factory=lambda data: data["run_dir"] / "agent" / "models")
     """Where fetched registry versions are kept while this replica holds them."""

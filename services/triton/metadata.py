@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from services.common.contract import TensorSpec
 from services.common.errors import ConfigurationError, NotFound
+from services.triton.control_key import GRPC_HEADER
 
 TIMEOUT = 5.0
 """Seconds each call to Triton may take."""
@@ -53,10 +54,13 @@ def _tensors(entries: list[dict]) -> dict[str, TensorSpec]:
     }
 
 
-def model_tensors(url: str, model: str, version: str = "", timeout: float = TIMEOUT) -> ModelTensors:
+def model_tensors(
+    url: str, model: str, version: str = "", timeout: float = TIMEOUT, control_key: str | None = None
+) -> ModelTensors:
     """The tensors of Triton model `model` (at `version`, else Triton's policy) at gRPC address `url`.
     TritonUnreachable if Triton does not answer; NotFound for a model Triton does not have; ConfigurationError for
-    one (or a version) that is not ready."""
+    one (or a version) that is not ready. `control_key` lets Triton's model list name what it has; without it a
+    model that is not ready is refused without the list."""
     from tritonclient.grpc import InferenceServerClient
     from tritonclient.utils import InferenceServerException
 
@@ -64,10 +68,14 @@ def model_tensors(url: str, model: str, version: str = "", timeout: float = TIME
 
     client = InferenceServerClient(parse_target(url).target)  # several replicas: any of them holds the model
     try:
+        headers = {GRPC_HEADER: control_key} if control_key else None
         try:
-            index = client.get_model_repository_index(as_json=True, client_timeout=timeout).get("models", [])
+            index = client.get_model_repository_index(headers=headers, as_json=True, client_timeout=timeout)
+            index = index.get("models", [])
         except InferenceServerException as exc:
-            raise TritonUnreachable(f"Triton at {url} did not answer ({exc.status() or exc})") from None
+            if "restricted" not in str(exc.message()):
+                raise TritonUnreachable(f"Triton at {url} did not answer ({exc.status() or exc})") from None
+            index = None  # the list is the control plane's: readiness alone says what is wrong
         _check_ready(client, url, model, version, index, timeout)
         metadata = client.get_model_metadata(model, version, as_json=True, client_timeout=timeout)
         config = client.get_model_config(model, version, as_json=True, client_timeout=timeout)["config"]
@@ -84,7 +92,12 @@ def model_tensors(url: str, model: str, version: str = "", timeout: float = TIME
     )
 
 
-def _check_ready(client, url: str, model: str, version: str, index: list[dict], timeout: float) -> None:
+def _check_ready(client, url: str, model: str, version: str, index: list[dict] | None, timeout: float) -> None:
+    if index is None:
+        if not client.is_model_ready(model, version, client_timeout=timeout):
+            which = f"version {version} of " if version else ""
+            raise NotFound(f"Triton at {url} has no ready {which}model '{model}': check --model and --model-version")
+        return
     entries = [e for e in index if e.get("name") == model]
     if not entries:
         names = ", ".join(sorted({e["name"] for e in index})) or "none"

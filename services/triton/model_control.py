@@ -11,28 +11,41 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from google.protobuf import text_format
 
 from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, Manifest
 from services.common.errors import ConfigurationError, Unavailable
+from services.common.names import check_name
 from services.common.tokenization import TextTokenizer
-from services.triton.repository import MODELS, SOURCE, RenderOptions, parse_config, render_configs
+from services.triton import model_config
+from services.triton.control_key import HEADER
+from services.triton.repository import MODELS, SOURCE, RenderOptions, render_configs
 
 
 def version_config(name: str, manifest: Manifest, options: RenderOptions) -> str:
-    """The encoder's config for `manifest`, named after the endpoint, serving every version directory present."""
-    config = parse_config(render_configs(manifest, options)["encoder"])
-    config.name = name
+    """The encoder's config for `manifest`, named after the endpoint (a checked name), serving every version
+    directory present."""
+    config = render_configs(manifest, options, encoder_name=check_name(name))["encoder"]
     config.version_policy.all.SetInParent()
-    return text_format.MessageToString(config)
+    return model_config.to_text(config)
 
 
 class TritonModels:
-    def __init__(self, repository: Path, http_url: str, options: RenderOptions | None = None, timeout: float = 120):
+    def __init__(
+        self,
+        repository: Path,
+        http_url: str,
+        options: RenderOptions | None = None,
+        timeout: float = 120,
+        *,
+        control_key: str | None,
+    ):
+        """`control_key`: the key Triton's model-repository API was restricted to (`services.triton.control_key`);
+        None: no key (Triton refuses model control then)."""
         self.repository = Path(repository)
         self.url = http_url.rstrip("/")
         self.options = options or RenderOptions(target="local")
         self.timeout = timeout
+        self.headers = {HEADER: control_key} if control_key else {}
 
     def placed(self, model: str, version: str) -> bool:
         return (self.repository / model / version).is_dir()
@@ -79,7 +92,9 @@ class TritonModels:
         has_versions = root.is_dir() and any(p.name.isdigit() for p in root.iterdir())
         action = "load" if has_versions else "unload"
         try:
-            response = httpx.post(f"{self.url}/v2/repository/models/{model}/{action}", timeout=self.timeout)
+            response = httpx.post(
+                f"{self.url}/v2/repository/models/{model}/{action}", headers=self.headers, timeout=self.timeout
+            )
         except httpx.HTTPError as exc:
             raise Unavailable(f"Triton at {self.url} did not answer the {action} of '{model}': {exc}") from None
         if response.status_code != 200:
@@ -101,11 +116,18 @@ class TritonModels:
     def ready_versions(self) -> dict[str, list[str]]:
         """Every model version Triton serves now (its repository index, one call), by model."""
         try:
-            response = httpx.post(f"{self.url}/v2/repository/index", json={"ready": True}, timeout=10)
+            response = httpx.post(
+                f"{self.url}/v2/repository/index", json={"ready": True}, headers=self.headers, timeout=10
+            )
         except httpx.HTTPError as exc:
             raise Unavailable(f"Triton at {self.url} did not answer its repository index: {exc}") from None
+        if response.status_code != 200:
+            raise ConfigurationError(
+                f"Triton at {self.url} refused its repository index ({response.status_code}: {response.text[:200]}): "
+                "is this the control key it was started with?"
+            )
         ready: dict[str, list[str]] = {}
-        for entry in response.json() if response.status_code == 200 else []:
+        for entry in response.json():
             if entry.get("state") == "READY" and entry.get("version"):
                 ready.setdefault(entry["name"], []).append(entry["version"])
         return {model: sorted(versions, key=int) for model, versions in ready.items()}

@@ -5,7 +5,8 @@ Two renderings from one source:
   Python-backend model over ONNX Runtime, with ragged batching (requests of any length batch together).
 - `container`: for the NGC tritonserver image; the encoder uses the native `onnxruntime_onnx` platform (GPU instance
   group when asked), so requests batch only at equal shapes: the tokenizer pads to length buckets.
-Every rendered config.pbtxt is parsed and checked against the manifest (`check_repository`).
+Every configuration is a `ModelConfig` message (`services.triton.model_config`), checked against the manifest
+(`check_repository`) before it is written.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from string import Template
 
-from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
+from tritonclient.grpc.model_config_pb2 import DataType as ModelDataType
+from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, Manifest, TensorSpec
 from services.common.errors import ConfigurationError
 from services.common.onnx_runner import default_threads
 from services.common.tokenization import default_buckets
+from services.triton import model_config
 
 SOURCE = Path(__file__).resolve().parents[2] / "model_repository"
 MODELS = ("tokenizer", "encoder", "ensemble")
@@ -74,92 +75,56 @@ class RenderOptions:
         return self.padding == "ragged"
 
 
-def _dtype(spec: TensorSpec) -> str:
-    return "TYPE_STRING" if spec.dtype == "BYTES" else f"TYPE_{spec.dtype}"
-
-
-def _tensors(specs: list[TensorSpec], ragged: bool = False) -> str:
-    lines = []
-    for spec in specs:
-        dims = ", ".join(str(d) for d in spec.dims)
-        extra = " allow_ragged_batch: true" if ragged else ""
-        lines.append(f'  {{ name: "{spec.name}" data_type: {_dtype(spec)} dims: [ {dims} ]{extra} }}')
-    return ",\n".join(lines)
-
-
-def _maps(kind: str, names: list[str]) -> str:
-    return "\n".join(f'      {kind} {{ key: "{n}" value: "{n}" }}' for n in names)
-
-
-def _dynamic_batching(options: RenderOptions) -> str:
-    if not options.batching:
-        return ""
-    preferred = [size for size in options.preferred_batch_sizes if size <= options.max_batch_size]
-    sizes = f"  preferred_batch_size: [ {', '.join(map(str, preferred))} ]\n" if preferred else ""
-    policy = (
-        f"  default_queue_policy {{\n    timeout_action: REJECT\n    max_queue_size: {options.max_queue_size}\n  }}\n"
-        if options.max_queue_size > 0
-        else ""
-    )
-    return f"dynamic_batching {{\n{sizes}  max_queue_delay_microseconds: {options.max_queue_delay_us}\n{policy}}}"
-
-
-def render_configs(manifest: Manifest, options: RenderOptions) -> dict[str, str]:
-    """config.pbtxt text for each model."""
-    common = {"max_batch_size": options.max_batch_size, "dynamic_batching": _dynamic_batching(options)}
-    token_outputs = [TensorSpec(name=s.name, dtype=s.dtype, shape=s.shape) for s in manifest.inputs]
+def render_configs(
+    manifest: Manifest, options: RenderOptions, *, encoder_name: str = "encoder"
+) -> dict[str, ModelConfig]:
+    """The configuration of each model, built from the checked manifest and `options` alone."""
     buckets = default_buckets(manifest.max_seq_length) if options.padding == "bucket" else []
-    if options.target == "local":
-        engine = 'backend: "python"'
-        kind = "KIND_CPU"
+    native = options.target == "container"
+    parameters = {}
+    if not native:
         threads = options.intra_op_threads or default_threads()
-        spin = "true" if options.spin else "false"
-        parameters = (
-            f'parameters [ {{ key: "intra_op_threads" value: {{ string_value: "{threads}" }} }}, '
-            f'{{ key: "spin" value: {{ string_value: "{spin}" }} }} ]'
-        )
-    else:
-        engine = f'platform: "onnxruntime_onnx"\ndefault_model_filename: "{MODEL_FILE}"'
-        kind = "KIND_GPU" if options.gpu else "KIND_CPU"
-        parameters = ""
-    sources = {name: Template((SOURCE / name / "config.pbtxt.tmpl").read_text()) for name in MODELS}
-    return {
-        "tokenizer": sources["tokenizer"].substitute(
-            common,
-            outputs=_tensors(token_outputs),
+        parameters = {"intra_op_threads": str(threads), "spin": "true" if options.spin else "false"}
+    configs = {
+        "tokenizer": model_config.tokenizer(
+            max_batch_size=options.max_batch_size,
+            outputs=manifest.inputs,
             instances=options.tokenizer_instances,
             max_length=manifest.max_seq_length,
-            buckets=",".join(map(str, buckets)),
+            buckets=buckets,
         ),
-        "encoder": sources["encoder"].substitute(
-            common,
-            engine=engine,
-            inputs=_tensors(manifest.inputs, ragged=options.ragged and options.batching),
-            outputs=_tensors(manifest.outputs),
+        "encoder": model_config.encoder(
+            name=encoder_name,
+            native=native,
+            max_batch_size=options.max_batch_size,
+            inputs=manifest.inputs,
+            outputs=manifest.outputs,
+            ragged=options.ragged and options.batching,
             instances=options.encoder_instances,
-            kind=kind,
+            gpu=native and options.gpu,
             parameters=parameters,
         ),
-        "ensemble": sources["ensemble"].substitute(
-            max_batch_size=options.max_batch_size,
-            outputs=_tensors(manifest.outputs),
-            tokenizer_outputs=_maps("output_map", manifest.input_names),
-            encoder_inputs=_maps("input_map", manifest.input_names),
-            encoder_outputs=_maps("output_map", [manifest.output.name]),
+        "ensemble": model_config.ensemble(
+            max_batch_size=options.max_batch_size, outputs=manifest.outputs, token_names=manifest.input_names
         ),
     }
+    preferred = [size for size in options.preferred_batch_sizes if size <= options.max_batch_size]
+    for name in ("tokenizer", "encoder") if options.batching else ():
+        model_config.set_dynamic_batching(
+            configs[name],
+            max_queue_delay_us=options.max_queue_delay_us,
+            preferred=preferred,
+            max_queue_size=options.max_queue_size,
+        )
+    return configs
 
 
-def parse_config(text: str) -> model_config_pb2.ModelConfig:
-    return text_format.Parse(text, model_config_pb2.ModelConfig())
-
-
-def check_repository(configs: dict[str, model_config_pb2.ModelConfig], manifest: Manifest) -> None:
+def check_repository(configs: dict[str, ModelConfig], manifest: Manifest) -> None:
     """Raise ConfigurationError where a config disagrees with the tensor contract or with another config."""
 
     def same(config_tensors, specs: list[TensorSpec], where: str) -> None:
-        got = [(t.name, model_config_pb2.DataType.Name(t.data_type), list(t.dims)) for t in config_tensors]
-        want = [(s.name, _dtype(s), s.dims) for s in specs]
+        got = [(t.name, ModelDataType.Name(t.data_type), list(t.dims)) for t in config_tensors]
+        want = [(s.name, ModelDataType.Name(model_config.data_type(s)), s.dims) for s in specs]
         if got != want:
             raise ConfigurationError(f"{where} are {got}, the manifest says {want}")
 
@@ -199,15 +164,15 @@ def repository_dir(target: str, *, gpu: bool = False, batching: bool = True) -> 
 def render(model_dir: Path, out_dir: Path, options: RenderOptions) -> Path:
     """Write a runnable model repository to `out_dir` (replacing it)."""
     manifest = Manifest.load(model_dir)
-    texts = render_configs(manifest, options)
-    check_repository({name: parse_config(text) for name, text in texts.items()}, manifest)
+    configs = render_configs(manifest, options)
+    check_repository(configs, manifest)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     link = options.target == "local"  # a container build must carry real files
     for name in MODELS:
         version = out_dir / name / "1"
         version.mkdir(parents=True)
-        (out_dir / name / "config.pbtxt").write_text(texts[name])
+        (out_dir / name / "config.pbtxt").write_text(model_config.to_text(configs[name]))
         source_py = SOURCE / name / "model.py"
         if source_py.exists() and not (name == "encoder" and options.target == "container"):
             shutil.copy2(source_py, version / "model.py")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from services.common.errors import ConfigurationError
 from services.launcher import ProcessSpec, local_address
+from services.triton.control_key import KEY_FILE, ensure_control_key, restricted_args
 from services.triton.liveness import InferenceProbe
 
 PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -99,14 +100,18 @@ def triton_process(
     *,
     extra_args: list[str] | None = None,
     name: str = "triton",
+    control_key_file: Path | None = None,
 ) -> ProcessSpec:
     """tritonserver serving `repository` in explicit model-control mode with `models` loaded, its backends prepared
     under `run_dir`; strict readiness, exit on a load error, metrics without GPU metrics. Its liveness is an
     inference on the last of `models` (the ensemble when there is one: it runs every other); with no model to load
-    at the start (a replica agent's Triton, `services.replica.host`, adds its own), none."""
+    at the start (a replica agent's Triton, `services.replica.host`, adds its own), none. Its model-repository API
+    takes only callers holding the key in `control_key_file` (default: in the run directory; generated when missing:
+    `services.triton.control_key`)."""
     install = find_install()
     check_environment(install)
     backends = prepare_backends(install, run_dir / f"{name}-backends")
+    control_key = ensure_control_key(control_key_file or run_dir / KEY_FILE)
     venv_bin = str(Path(sys.executable).parent)
     argv = [
         str(install.binary),
@@ -126,6 +131,7 @@ def triton_process(
         "--strict-readiness=true",
         "--exit-on-error=true",
         "--log-verbose=0",
+        *restricted_args(control_key),
         *(extra_args or []),
     ]
     env = {

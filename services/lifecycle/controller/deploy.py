@@ -11,11 +11,14 @@ replica (`services.replica.agent`), and made live once every replica that report
 from __future__ import annotations
 
 import logging
+import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from services.common.artifacts import ArtifactRefused
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, WARMUP_TEXTS, Manifest
 from services.common.errors import ServingError, Unavailable
 from services.lifecycle import placement, transitions
@@ -37,6 +40,14 @@ def onnx_forward(model_dir: Path, manifest: Manifest) -> np.ndarray:
 
     tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length)
     return OnnxModel(model_dir, manifest, threads=1).run(tokenizer.encode(WARMUP_TEXTS).tensors(manifest.input_names))
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/-])/[^\s'\"`:,;()\[\]]*")
+
+
+def public_reason(text: str) -> str:
+    """`text` as the open `GET /models/{endpoint}` may show it: each absolute path cut to its last part."""
+    return _ABSOLUTE_PATH.sub(lambda found: ".../" + found.group(0).rstrip("/").rsplit("/", 1)[-1], text)
 
 
 def check_contract(endpoint: EndpointState, manifest: Manifest) -> None:
@@ -99,8 +110,9 @@ class Deployer:
             return
         endpoint = self.store.endpoint(name)  # again: the version before this one may have fixed the contract
         registered = endpoint.registered_name or name
-        # the registry unreachable: raised, so the step is retried with backoff
-        model_dir = self.registry.fetch(registered, version, self.settings.models_dir / name / version)
+        model_dir = self.fetch(name, registered, version)
+        if model_dir is None:
+            return
         try:
             manifest = self.verify(endpoint, model_dir)
             self.triton.place(name, version, model_dir)
@@ -177,7 +189,9 @@ class Deployer:
     def check_for_replicas(self, name: str, registered: str, version: str, endpoint: EndpointState) -> None:
         """The checks of `deploy` short of Triton: passed, the version is recorded as verified (still `loading`)
         and the agents load it; failed, it is rejected before any replica does."""
-        model_dir = self.registry.fetch(registered, version, self.settings.models_dir / name / version)
+        model_dir = self.fetch(name, registered, version)
+        if model_dir is None:
+            return
         try:
             self.verify(endpoint, model_dir)
         except Exception as exc:  # noqa: BLE001 - whatever the version does wrong (ONNX Runtime errors included)
@@ -190,6 +204,15 @@ class Deployer:
         )
         log.info("endpoint '%s': version %s of '%s' checked; the replicas load it next", name, version, registered)
 
+    def fetch(self, name: str, registered: str, version: str) -> Path | None:
+        """The version's files, or None when its artifact breaks a rule (then it is rejected). The registry
+        unreachable raises, so that the step is retried with backoff."""
+        try:
+            return self.registry.fetch(registered, version, self.settings.models_dir / name / version)
+        except ArtifactRefused as exc:
+            self.reject(name, registered, version, exc.message)
+            return None
+
     def write_reference(self, name: str, version: str, model_dir: Path, lineage: dict) -> None:
         try:
             write_reference(model_dir, lineage)  # else the gateway takes the version's first requests
@@ -197,9 +220,10 @@ class Deployer:
             log.warning("endpoint '%s': no drift reference from the data set of version %s: %s", name, version, exc)
 
     def verify(self, endpoint: EndpointState, model_dir: Path) -> Manifest:
-        """Artifacts intact, the endpoint's tensor contract kept, and a forward pass that gives that contract."""
+        """Artifacts intact (every file sealed by the manifest, nothing else), the endpoint's tensor contract kept, and
+        a forward pass that gives that contract."""
         manifest = Manifest.load(model_dir)
-        manifest.verify_files(model_dir)
+        manifest.verify_files(model_dir, exact=True)
         check_contract(endpoint, manifest)
         check_output(self.forward(model_dir, manifest), manifest)
         return manifest
@@ -209,8 +233,11 @@ class Deployer:
             check_output(self.triton.infer(name, version, model_dir, WARMUP_TEXTS), manifest)
 
     def reject(self, name: str, registered: str, version: str, reason: str) -> None:
-        """Out of Triton if it got there, `rejected` in the state, tagged `deployment=rejected` in the registry."""
+        """Out of Triton if it got there, its fetched files deleted, `rejected` in the state with a reason that names
+        no path of this host, tagged `deployment=rejected` in the registry."""
         log.error("endpoint '%s': version %s of '%s' rejected: %s", name, version, registered, reason)
+        reason = public_reason(reason)
+        shutil.rmtree(self.settings.models_dir / name / version, ignore_errors=True)
         if self.settings.placement == "local" and self.triton.placed(name, version):
             self.triton.remove(name, version)
             try:

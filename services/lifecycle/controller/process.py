@@ -9,6 +9,7 @@ import os
 from services.lifecycle.controller.fleet_monitor import start_fleet_drift
 from services.lifecycle.controller.loop import Controller
 from services.lifecycle.settings import ControllerSettings
+from services.triton.control_key import read_control_key
 from services.triton.model_control import TritonModels
 from services.triton.repository import RenderOptions
 
@@ -27,7 +28,9 @@ def main() -> None:
     setup_logging("INFO", json_lines=settings.log_json)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a readiness probe a second is not news
     options = RenderOptions(target=settings.triton_target, gpu=settings.triton_gpu)
-    triton = TritonModels(settings.triton_repository, settings.triton_http_url, options)
+    local = settings.placement == "local"  # with agents, the controller touches no Triton
+    key = read_control_key(settings.triton_control_key_file) if local else None
+    triton = TritonModels(settings.triton_repository, settings.triton_http_url, options, control_key=key)
     registry = ModelRegistry(RegistrySettings(run_dir=settings.run_dir))
     controller = Controller(settings, registry, triton)
     start_fleet_drift(settings, controller.store)  # with a Prometheus: drift judged on the fleet

@@ -21,6 +21,7 @@ from loadtest.targets import build_targets
 from services.common.settings import default_state_url
 from services.launcher import Launcher, stop_group
 from services.registry.mlflow_registry import DatasetRef
+from services.triton.control_key import KEY_FILE
 from tests.support.lifecycle import attack_in_background, broken_model, register_dir
 
 
@@ -220,6 +221,7 @@ def test_an_unreachable_registry_is_retried_with_backoff_and_said(stack, tmp_pat
             "SERVING_STATE_URL": state_url,
             "CONTROLLER_TRITON_REPOSITORY": str(tmp_path / "repository"),
             "CONTROLLER_TRITON_HTTP_URL": stack.triton,
+            "CONTROLLER_TRITON_CONTROL_KEY_FILE": str(stack.options.run_dir / KEY_FILE),
             "CONTROLLER_GATEWAY_URL": stack.url,
             "CONTROLLER_INTERVAL": "0.2",
         },

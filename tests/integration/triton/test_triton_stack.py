@@ -12,6 +12,7 @@ from tritonclient.utils import InferenceServerException
 
 from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE
 from services.modelbuild.export import VALIDATION_TEXTS
+from services.triton.control_key import GRPC_HEADER, HEADER, KEY_FILE, read_control_key
 from services.triton.repository import RenderOptions
 from tests.support.models import reference_outputs
 from tests.support.servers import processes_mentioning, start_triton, triton_metric
@@ -168,3 +169,23 @@ def test_a_model_that_fails_to_load_gets_a_readable_reason(tmp_path, tiny_model)
     assert "model 'encoder' failed to load" in message and "Protobuf parsing failed" in message, message
     assert "_create_inference_session" not in message, "the Python stack is left in the log file"
     assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_model_control_is_refused_to_a_client_without_the_control_key(triton_on):
+    """Anyone who reaches Triton's ports may infer; only the holder of the run directory's key may load, unload or
+    list models (over HTTP and gRPC)."""
+    run_dir = triton_on.launcher.run_dir
+    key = read_control_key(run_dir / KEY_FILE)
+    assert oct((run_dir / KEY_FILE).stat().st_mode & 0o777) == "0o600"
+    unload = httpx.post(f"{triton_on.http_url}/v2/repository/models/encoder/unload", timeout=10)
+    assert unload.status_code == 403 and HEADER in unload.text, unload.text
+    wrong = {HEADER: "not-the-key"}
+    assert httpx.post(f"{triton_on.http_url}/v2/repository/index", headers=wrong, timeout=10).status_code == 403
+    client = grpcclient.InferenceServerClient(triton_on.grpc_url)
+    with pytest.raises(InferenceServerException, match="restricted|header"):
+        client.unload_model("encoder")
+    assert httpx.get(f"{triton_on.http_url}/v2/models/encoder/ready", timeout=5).status_code == 200
+    assert infer_json(triton_on.http_url, TEXTS[:1]).status_code == 200, "inference stays open"
+    index = client.get_model_repository_index(headers={GRPC_HEADER: key}, as_json=True)["models"]
+    assert {m["name"] for m in index} >= {"encoder", "ensemble", "tokenizer"}
+    client.close()

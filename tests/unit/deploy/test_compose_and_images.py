@@ -96,6 +96,9 @@ def test_every_variable_a_template_sets_is_a_setting_the_service_reads():
                 if variable == "MLFLOW_TRACKING_URI" and service != "gateway":  # read by their registry adapter
                     settings_class, prefix = RegistrySettings, "REGISTRY_"
                 assert reads(settings_class, variable, prefix), f"{service}: {variable}"
+            elif service == "triton":  # tritonserver's arguments take the control key from it (`$(VAR)`)
+                assert variable == "TRITON_CONTROL_KEY", f"{service}: {variable}"
+                continue
             else:  # third-party images' own variables (PostgreSQL, MinIO, Grafana, Jaeger, MLflow's S3 client)
                 assert service in {"postgres", "minio", "grafana", "jaeger", "mlflow"}, f"{service}: {variable}"
                 continue
@@ -161,3 +164,14 @@ def test_each_triton_image_is_built_from_its_own_rendering():
     images = {overlay: dict(containers(objects(overlay)))["triton"]["image"] for overlay in ("gpu", "cpu")}
     assert images["gpu"].split(":")[1].startswith("gpu") and images["cpu"].split(":")[1].startswith("cpu")
     assert f"-t transformer-serving/triton:{images['cpu'].split(':')[1]}" in readme
+
+
+def test_compose_restricts_tritons_model_control_to_the_controllers_key():
+    services = compose("docker-compose.yml")["services"]
+    command = " ".join(services["triton"]["entrypoint"])
+    for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
+        assert f'"{flag}=model-repository:x-model-control-key=$$key"' in command, flag
+    assert "cat /run/secrets/triton_control_key" in command
+    controller = services["controller"]
+    assert controller["environment"]["CONTROLLER_TRITON_CONTROL_KEY_FILE"] == "/run/secrets/triton_control_key"
+    assert "triton_control_key" in services["triton"]["secrets"] and "triton_control_key" in controller["secrets"]

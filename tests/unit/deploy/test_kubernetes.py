@@ -90,3 +90,22 @@ def test_only_the_gateway_reaches_tritons_grpc_port():
     triton = next(p for p in policies if p["spec"]["podSelector"].get("matchLabels") == {"app": "triton"})
     grpc = [rule for rule in triton["spec"]["ingress"] if {"port": 8001, "protocol": "TCP"} in rule["ports"]]
     assert [rule["from"] for rule in grpc] == [[{"podSelector": {"matchLabels": {"app": "gateway"}}}]]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_tritons_model_control_needs_the_key_the_agents_hold(overlay):
+    """Triton's model-repository API is restricted to the Secret's control key, over HTTP and gRPC; the pod's agent
+    (init and sidecar) reads the same key from the Secret, mounted read-only."""
+    from services.triton.control_key import GROUP, HEADER
+
+    found = dict(containers(objects(overlay), init=True))
+    args = found["triton"]["args"]
+    for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
+        assert f"{flag}={GROUP}:{HEADER}=$(TRITON_CONTROL_KEY)" in args, flag
+    (key,) = [item for item in found["triton"]["env"] if item["name"] == "TRITON_CONTROL_KEY"]
+    assert key["valueFrom"]["secretKeyRef"] == {"name": "serving-tokens", "key": "triton-control-key"}
+    for agent in ("prepare", "agent"):
+        env = {item["name"]: item.get("value") for item in found[agent]["env"]}
+        path = env["AGENT_TRITON_CONTROL_KEY_FILE"]
+        mounts = {m["mountPath"]: m for m in found[agent]["volumeMounts"]}
+        assert mounts[str(Path(path).parent)]["readOnly"] is True, agent

@@ -8,6 +8,7 @@ import pytest
 
 from services.common.errors import ConfigurationError
 from services.stacks import STACKS, StackOptions, read_stack_info, stack_processes, write_stack_info
+from services.triton.model_config import parse
 from services.triton.server import TritonPorts
 from tests.support.models import UNIT_MAX_LENGTH, unit_model_dir
 
@@ -100,8 +101,10 @@ def test_tuning_reaches_only_the_process_it_belongs_to(options):
     assert fastapi.env["SERVING_INTRA_OP_THREADS"] == "2" and "SERVING_COALESCE_DEPTH" not in fastapi.env
     triton, gateway, _ = stack_processes(replace(tuned, stack="clearml"))
     assert gateway.env["GATEWAY_COALESCE_DEPTH"] == "3" and "GATEWAY_INTRA_OP_THREADS" not in gateway.env
-    config = (options.run_dir / "triton-repository" / "encoder" / "config.pbtxt").read_text()
-    assert "max_queue_delay_microseconds: 0" in config, "no Triton delay behind the gateway"
+    config = parse((options.run_dir / "triton-repository" / "encoder" / "config.pbtxt").read_text())
+    assert config.HasField("dynamic_batching") and config.dynamic_batching.max_queue_delay_microseconds == 0, (
+        "batching with no Triton delay behind the gateway"
+    )
 
 
 def test_tritons_liveness_is_an_inference_on_what_the_stack_serves(options):

@@ -1,14 +1,15 @@
 """Placing registry versions into a Triton model repository, for the wheel's Triton and for the NGC image."""
 
 from services.common.contract import MANIFEST_FILE, MODEL_FILE
+from services.triton.model_config import parse as parse_config
 from services.triton.model_control import TritonModels
-from services.triton.repository import RenderOptions, parse_config
+from services.triton.repository import RenderOptions
 from tests.support.models import unit_model_dir
 
 
 def test_local_placement_links_the_fetched_files_beside_the_python_encoder(tmp_path):
     model_dir = unit_model_dir(tmp_path / "fetched")
-    models = TritonModels(tmp_path / "repo", "http://127.0.0.1:1", RenderOptions(target="local"))
+    models = TritonModels(tmp_path / "repo", "http://127.0.0.1:1", RenderOptions(target="local"), control_key="k")
     models.place("emb", "3", model_dir)
     version = tmp_path / "repo" / "emb" / "3"
     assert (version / "model.py").is_file()
@@ -19,7 +20,9 @@ def test_local_placement_links_the_fetched_files_beside_the_python_encoder(tmp_p
 
 def test_container_placement_copies_the_onnx_file_for_the_native_backend(tmp_path):
     model_dir = unit_model_dir(tmp_path / "fetched")
-    models = TritonModels(tmp_path / "repo", "http://127.0.0.1:1", RenderOptions(target="container", gpu=True))
+    models = TritonModels(
+        tmp_path / "repo", "http://127.0.0.1:1", RenderOptions(target="container", gpu=True), control_key="k"
+    )
     models.place("emb", "4", model_dir)
     version = tmp_path / "repo" / "emb" / "4"
     assert sorted(p.name for p in version.iterdir()) == [MODEL_FILE]

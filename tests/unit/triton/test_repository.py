@@ -5,7 +5,8 @@ from tritonclient.grpc import model_config_pb2
 
 from services.common.contract import Manifest
 from services.common.errors import ConfigurationError
-from services.triton.repository import RenderOptions, check_repository, parse_config, render, render_configs
+from services.triton.model_config import parse
+from services.triton.repository import RenderOptions, check_repository, render, render_configs
 from tests.support.models import unit_model_dir
 
 
@@ -23,10 +24,11 @@ def classifier_dir(tmp_path_factory):
 @pytest.mark.parametrize("target", ["local", "container"])
 @pytest.mark.parametrize("batching", [True, False])
 @pytest.mark.parametrize("fixture", ["embedding_dir", "classifier_dir"])
-def test_renderings_match_the_contract(request, target, batching, fixture):
-    manifest = Manifest.load(request.getfixturevalue(fixture))
-    options = RenderOptions(target=target, batching=batching)
-    configs = {name: parse_config(text) for name, text in render_configs(manifest, options).items()}
+def test_renderings_match_the_contract(request, tmp_path, target, batching, fixture):
+    model_dir = request.getfixturevalue(fixture)
+    manifest = Manifest.load(model_dir)
+    repository = render(model_dir, tmp_path / "repo", RenderOptions(target=target, batching=batching))
+    configs = {name: parse(path.read_text()) for name, path in _written(repository).items()}
     check_repository(configs, manifest)
     encoder = configs["encoder"]
     assert [i.name for i in encoder.input] == manifest.input_names
@@ -35,7 +37,7 @@ def test_renderings_match_the_contract(request, target, batching, fixture):
         assert configs[name].HasField("dynamic_batching") == batching
         if batching:  # no queue policy by default: it costs a ~500 ms tail (RenderOptions.max_queue_size)
             assert not configs[name].dynamic_batching.HasField("default_queue_policy")
-            bounded = parse_config(render_configs(manifest, RenderOptions(target=target, max_queue_size=8))[name])
+            bounded = render_configs(manifest, RenderOptions(target=target, max_queue_size=8))[name]
             assert bounded.dynamic_batching.default_queue_policy.max_queue_size == 8
             assert (
                 bounded.dynamic_batching.default_queue_policy.timeout_action == model_config_pb2.ModelQueuePolicy.REJECT
@@ -44,7 +46,7 @@ def test_renderings_match_the_contract(request, target, batching, fixture):
         assert encoder.backend == "python"
         assert all(i.allow_ragged_batch == batching for i in encoder.input)
         assert encoder.parameters["spin"].string_value == "false", "ONNX Runtime's threads sleep between runs"
-        spinning = parse_config(render_configs(manifest, RenderOptions(target=target, spin=True))["encoder"])
+        spinning = render_configs(manifest, RenderOptions(target=target, spin=True))["encoder"]
         assert spinning.parameters["spin"].string_value == "true"
     else:
         assert encoder.platform == "onnxruntime_onnx"
@@ -53,19 +55,24 @@ def test_renderings_match_the_contract(request, target, batching, fixture):
         assert buckets.split(",")[-1] == str(manifest.max_seq_length)
 
 
+def _written(repository):
+    """Each model's config.pbtxt as `render` wrote it: what Triton reads is parsed back."""
+    return {name: repository / name / "config.pbtxt" for name in ("tokenizer", "encoder", "ensemble")}
+
+
 def test_container_gpu_rendering_uses_a_gpu_instance_group(embedding_dir):
     manifest = Manifest.load(embedding_dir)
     configs = render_configs(manifest, RenderOptions(target="container", gpu=True))
-    assert parse_config(configs["encoder"]).instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
+    assert configs["encoder"].instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
 
 
 def test_check_catches_a_config_that_drifted_from_the_contract(embedding_dir):
     manifest = Manifest.load(embedding_dir)
-    configs = {n: parse_config(t) for n, t in render_configs(manifest, RenderOptions()).items()}
+    configs = render_configs(manifest, RenderOptions())
     configs["encoder"].input[0].data_type = model_config_pb2.TYPE_INT32
     with pytest.raises(ConfigurationError, match="encoder inputs"):
         check_repository(configs, manifest)
-    configs = {n: parse_config(t) for n, t in render_configs(manifest, RenderOptions()).items()}
+    configs = render_configs(manifest, RenderOptions())
     del configs["ensemble"].ensemble_scheduling.step[1].input_map["attention_mask"]
     with pytest.raises(ConfigurationError, match="does not produce|feeds"):
         check_repository(configs, manifest)
