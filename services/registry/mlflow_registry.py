@@ -163,10 +163,18 @@ class ModelRegistry:
             key=lambda v: int(v.version),
         )
 
-    def fetch(self, name: str, version: str, dest: Path, only: list[str] | None = None) -> Path:
-        """Download the version's artifact (manifest, tokenizer, ONNX file), or its `only` files, into `dest/model`
-        (`services.common.artifacts`: the artifact's own listing, relative paths, regular files, size limits);
-        returns that directory."""
+    def fetch(self, name: str, version: str, dest: Path) -> Path:
+        """Download the version's artifact (manifest, tokenizer, ONNX file) into `dest/model`; returns that
+        directory. The checks and limits of `services.common.artifacts`: the artifact's own listing, relative paths,
+        regular files, sizes stopped at the limit."""
+        return self._download(name, version, Path(dest) / ARTIFACT_PATH, None)
+
+    def fetch_files(self, name: str, version: str, dest: Path, files: list[str]) -> Path:
+        """Download some of the version's artifact files (e.g. the manifest and the tokenizer a gateway needs, not
+        the ONNX file) into `dest`, with the same checks; returns `dest`."""
+        return self._download(name, version, Path(dest), files)
+
+    def _download(self, name: str, version: str, dest: Path, only: list[str] | None) -> Path:
         try:
             found = self.client.get_model_version(name, version)
         except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
@@ -174,7 +182,7 @@ class ModelRegistry:
         artifact_uri = self.client.get_run(found.run_id).info.artifact_uri
         tracking = self.uri if self.uri.startswith(("http://", "https://")) else None
         source = artifacts.source_for(artifact_uri, tracking, ARTIFACT_PATH)
-        return artifacts.download(source, Path(dest) / ARTIFACT_PATH, self.settings.artifacts, only)
+        return artifacts.download(source, dest, self.settings.artifacts, only)
 
     def tag(self, name: str, version: str, tags: dict[str, str]) -> None:
         for key, value in tags.items():

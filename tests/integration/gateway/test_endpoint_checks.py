@@ -20,11 +20,13 @@ GOOD = [*(a for n in INPUTS for a in ("--input", f"{n}:INT64:-1,-1")), "--output
 @pytest.fixture
 def add(triton, tmp_path):
     """`serving endpoints add NAME ...` against the module's Triton (GATEWAY_TRITON_GRPC_URL, as the gateway has it),
-    writing tmp_path/endpoints.json: the exit code and the output on one line."""
+    on its host (SERVING_RUN_DIR: its run directory, with its model-control key), writing tmp_path/endpoints.json:
+    the exit code and the output on one line."""
 
     def run(*args: str, env: dict | None = None) -> tuple[int, str]:
         argv = ["endpoints", "add", "emb", "--model", "encoder", *args, "--file", str(tmp_path / "endpoints.json")]
-        result = CliRunner().invoke(app, argv, env={"GATEWAY_TRITON_GRPC_URL": triton.grpc_url, **(env or {})})
+        host = {"GATEWAY_TRITON_GRPC_URL": triton.grpc_url, "SERVING_RUN_DIR": str(triton.launcher.run_dir)}
+        result = CliRunner().invoke(app, argv, env={**host, **(env or {})})
         return result.exit_code, re.sub(r"\s+", " ", result.output)
 
     run.file = tmp_path / "endpoints.json"
@@ -95,6 +97,16 @@ def test_a_model_or_version_triton_does_not_have_is_refused(add):
     assert code == 2 and "Triton model 'encoder' has no ready version 3 (ready: 1): check --model-version" in output
     code, output = add(*GOOD, "--model", "tokenizer")  # in the repository, not loaded by this Triton
     assert code == 2 and "Triton model 'tokenizer' at" in output and "is not ready" in output, output
+
+
+def test_without_the_control_key_a_missing_model_is_refused_without_triton_s_list(add, tmp_path):
+    """Triton's model list is the control plane's (`services.triton.control_key`): another host's CLI still refuses
+    what Triton does not serve, from readiness alone."""
+    elsewhere = {"SERVING_RUN_DIR": str(tmp_path / "another-host")}
+    code, output = add(*GOOD, "--model", "nosuchmodel", env=elsewhere)
+    assert code == 2 and "has no ready model 'nosuchmodel': check --model" in output and "its models" not in output
+    code, output = add(*GOOD, env=elsewhere)
+    assert code == 0 and "not checked" not in output, output
 
 
 def test_an_unreachable_triton_is_said_in_one_line_and_the_endpoint_added(add, triton):

@@ -23,7 +23,7 @@ class ServerInMemory(TritonModels):
     placed at that moment, as Triton's explicit model control does."""
 
     def __init__(self, repository):
-        super().__init__(repository, "http://127.0.0.1:1")
+        super().__init__(repository, "http://127.0.0.1:1", control_key="unit")
         self.up, self.loaded, self.loads = True, set(), 0
         self.refuse: set[str] = set()
         """Versions whose load Triton refuses (the whole model's load fails while one is placed)."""
