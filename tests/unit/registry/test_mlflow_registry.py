@@ -220,3 +220,12 @@ def test_a_pipeline_split_over_two_experiments_links_each_run_to_its_own(registr
     pipeline = registry.lineage("split", registered["version"])["pipeline"]
     assert pipeline["url"] == f"{UI}/#/experiments/{registry.experiment_id()}/runs/{parent.info.run_id}{VIEW}"
     assert [s["url"] for s in pipeline["steps"]] == [f"{UI}/#/experiments/{elsewhere}/runs/{step.info.run_id}{VIEW}"]
+
+
+def test_the_embedded_store_is_readable_by_its_owner_only(registry):
+    """Its directory 0700, its database and lock 0600, whatever the umask of the command that created them."""
+    store = Path(registry.uri.removeprefix("sqlite:///"))
+    assert store.parent.stat().st_mode & 0o777 == 0o700
+    modes = {path.name: path.stat().st_mode & 0o777 for path in store.parent.iterdir() if path.is_file()}
+    assert modes and set(modes.values()) == {0o600}, modes
+    assert {"mlflow.db", "mlflow.lock"} <= set(modes)
