@@ -15,13 +15,38 @@ from services.common.settings import ApiSettings
 
 
 def load_keys(settings: ApiSettings) -> list[bytes]:
-    keys = [key.get_secret_value() for key in settings.api_keys]
+    """The keys of `api_keys` and of `api_keys_file`, read once at start. A blank key, or a keys file that is missing,
+    cannot be read or holds no key, is a ConfigurationError that names the setting: the service does not start
+    rather than serve inference to anyone."""
+    prefix = settings.model_config.get("env_prefix", "SERVING_")
+    keys = [key.get_secret_value().strip() for key in settings.api_keys]
+    if not all(keys):
+        raise ConfigurationError(
+            f"{prefix}API_KEYS holds an empty or blank key, which would let any caller in: give every key a value"
+        )
     if settings.api_keys_file is not None:
-        path = Path(settings.api_keys_file)
-        if not path.is_file():
-            raise ConfigurationError(f"API keys file {path} does not exist (SERVING_API_KEYS_FILE)")
-        keys += [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+        keys += _keys_in(Path(settings.api_keys_file), f"{prefix}API_KEYS_FILE")
     return [key.encode() for key in keys]
+
+
+def _keys_in(path: Path, setting: str) -> list[str]:
+    if not path.is_file():
+        raise ConfigurationError(f"API keys file {path} does not exist or is not a file ({setting})")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        raise ConfigurationError(
+            f"API keys file {path} cannot be read ({reason}) ({setting}): make it a text file the server reads, "
+            "one key a line"
+        ) from None
+    keys = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    if not keys:
+        raise ConfigurationError(
+            f"API keys file {path} holds no key ({setting}), which would leave inference open: write one key a line "
+            f"into it, or unset {setting} to serve without keys"
+        )
+    return keys
 
 
 class ApiKeyMiddleware:

@@ -17,6 +17,10 @@ armed only for a request still incomplete when a read ends. The bound on the hea
 first read that holds only the request's own bytes: a pipelined request whose head begins in the read that ends the
 one before it is measured from the next read.
 
+A request the parser cannot read (400) or whose head is over the bound (431) ends the connection, but only after the
+requests before it on the connection got their whole answers: the refusal waits for the last of them
+(`on_response_complete`), and the bytes after the bad ones are dropped meanwhile.
+
 The app sets the limits from its settings in its lifespan state (`LIMITS_KEY`), which uvicorn hands to every
 connection's protocol; without them (another server, a test app) the defaults below apply.
 """
@@ -71,6 +75,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Seconds its declared body adds to the deadline."""
         self.silence: asyncio.TimerHandle | None = None
         """Closes a connection that has sent no byte yet `read_timeout` seconds after it opened."""
+        self.refusal: bytes | None = None
+        """A 400 or 431 held back until the answers to the requests before it are sent; then the connection ends."""
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -86,12 +92,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.silence is not None:
             self.silence.cancel()
             self.silence = None
+        if self.refusal is not None:  # the connection ends once the earlier answers are out: nothing more is read
+            return
         if self.reading_head:
             room = self.limits.max_header_bytes - self.head_bytes
             if len(data) > room:
                 completed = self.completed
                 super().data_received(data[:room])  # the head may end within what fits
-                if self.transport.is_closing():
+                if self.transport.is_closing() or self.refusal is not None:
                     return
                 if self.reading_head:
                     if self.completed == completed:
@@ -106,6 +114,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if (
             (not self.reading_head or self.head_bytes)  # self._incomplete(), inlined: every read passes here
             and self.read_deadline is None
+            and self.refusal is None
             and not self.transport.is_closing()
         ):
             self.started = self.loop.time()
@@ -130,6 +139,21 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._cancel_deadline()
         super().on_message_complete()
 
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes its parser cannot read, as JSON and after the earlier requests' answers."""
+        message = (
+            "the request is not valid HTTP/1.1: check the request line, the headers and the body's framing "
+            "(Content-Length or chunked), and send requests one after the other"
+        )
+        self._refuse(400, _refusal(400, "bad_request", message))
+
+    def on_response_complete(self) -> None:
+        if self.refusal is not None and not self.pipeline and not self.transport.is_closing():
+            # the last answer owed before the refusal is out: send it and end (uvicorn's part then sees the closing)
+            self.transport.write(self.refusal)
+            self.transport.close()
+        super().on_response_complete()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_deadline()
         if self.silence is not None:
@@ -146,21 +170,37 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """While a request's head arrives, `cycle` is the previous request's: a pipelined one may still answer."""
         return self.reading_head and self.cycle is not None and not self.cycle.response_complete
 
+    def _answers_owed(self) -> bool:
+        """Whether requests before the one being refused still owe their answers. The refused one's own cycle,
+        when its head had ended and it waits in the pipeline, never runs: it is taken out."""
+        if self.reading_head:
+            return self._previous_response_running()
+        queued = self.pipeline and self.pipeline[0][0] is self.cycle  # the newest request waits its turn
+        if queued:
+            self.pipeline.popleft()
+        return bool(queued)
+
+    def _refuse(self, status: int, rest: bytes) -> None:
+        """Answer `status` and close now, or, while earlier requests' answers are owed, once the last is sent."""
+        self._cancel_deadline()
+        if self._answers_owed():
+            self.refusal = self._status_and_headers(status) + rest
+            self.flow.pause_reading()
+            return
+        self._answer_and_close(status, rest)
+
     def _refuse_head(self) -> None:
         limit = self.limits.max_header_bytes
         log.info("431 to %s: request line and headers over %d bytes", self._peer(), limit)
-        if self._previous_response_running():
-            self.transport.close()
-            return
         message = (
             f"the request line and headers are over {limit} bytes, this server's limit "
             "(SERVING_/GATEWAY_MAX_HEADER_BYTES): send fewer or shorter headers, and long inputs in the body"
         )
-        self._answer_and_close(431, _refusal(431, "header_too_large", message))
+        self._refuse(431, _refusal(431, "header_too_large", message))
 
     def _read_timed_out(self) -> None:
         self.read_deadline = None
-        if not self._incomplete() or self.transport.is_closing():
+        if not self._incomplete() or self.transport.is_closing() or self.refusal is not None:
             return
         if self.flow.read_paused or self._previous_response_running():
             # the server is the one not reading (a pipelined request waits its turn, the app has not taken the
@@ -186,10 +226,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         )
         self._answer_and_close(408, _refusal(408, "request_timeout", message))
 
-    def _answer_and_close(self, status: int, rest: bytes) -> None:
+    def _status_and_headers(self, status: int) -> bytes:
         head = [STATUS_LINE[status]]
         head += [b"%b: %b\r\n" % pair for pair in self.server_state.default_headers]
-        self.transport.write(b"".join(head) + rest)
+        return b"".join(head)
+
+    def _answer_and_close(self, status: int, rest: bytes) -> None:
+        self.transport.write(self._status_and_headers(status) + rest)
         self.transport.close()
 
     def _peer(self) -> str:

@@ -19,6 +19,7 @@ import typer
 
 from services.common.cli import console, fail
 from services.common.errors import ServingError
+from services.common.private import private_dir, write_private
 from services.common.settings import RunSettings
 
 if TYPE_CHECKING:
@@ -102,9 +103,9 @@ def start_detached(options: StackOptions, ready_timeout: float) -> int:
     run_dir = options.run_dir
     if recorded(run_dir).get(SUPERVISOR):
         fail(f"a stack is already up in {run_dir}: `make down` stops it")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(run_dir)
     saved = {"options": json.loads(options.to_json()), "ready_timeout": ready_timeout}
-    (run_dir / OPTIONS_FILE).write_text(json.dumps(saved, indent=2) + "\n")
+    write_private(run_dir / OPTIONS_FILE, json.dumps(saved, indent=2) + "\n")  # a state URL may hold a password
     (run_dir / STACK_INFO).unlink(missing_ok=True)
     launcher = Launcher(run_dir)
     log = launcher.log_path(SUPERVISOR)

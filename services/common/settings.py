@@ -93,9 +93,11 @@ class ApiSettings(BaseSettings):
     intra_op_threads: int | None = Field(None, ge=1)
     """ONNX Runtime threads per worker; default: CPU cores divided by workers."""
     api_keys: list[SecretStr] = Field(default_factory=list)
-    """API keys for /serve, /v1 and /v2 (`Authorization: Bearer KEY`); none and no keys file: inference is open."""
+    """API keys for /serve, /v1 and /v2 (`Authorization: Bearer KEY`); none and no keys file: inference is open. An
+    empty or blank key in the list stops the service at start."""
     api_keys_file: Path | None = None
-    """A file of API keys, one a line (# comments allowed)."""
+    """A file of API keys, one a line (# comments allowed). A file that is missing, cannot be read or holds no key
+    stops the service at start: a keys file asks for keys, so it never leaves inference open."""
     protect_metrics: bool = False
     """Ask for an API key on /metrics too (health stays open for probes)."""
     observability: ObservabilitySettings = ObservabilitySettings()

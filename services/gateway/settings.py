@@ -60,6 +60,12 @@ class GatewaySettings(ApiSettings):
     """Fetch every deployed version's files from the registry, even when the state's `model_dir` (the controller's
     copy) is readable here: hosts of a fleet that share a machine (the multi-host tests) read no one else's files."""
     admin_token: SecretStr | None = None
-    """Bearer token of the admin API (`/admin/...`); or read from `admin_token_file`. Neither: the admin API is off."""
+    """Bearer token of the admin API (`/admin/...`); or read from `admin_token_file`. Neither, or a file that does
+    not exist: the admin API is off (503). An empty or blank token stops the gateway at start: `Authorization:
+    Bearer` with nothing after it would match it."""
     admin_token_file: Path | None = None
-    """A file holding the admin token (`serving up` generates one into the run directory, mode 0600)."""
+    """A file holding the admin token on one line (`serving up` generates one into the run directory, mode 0600). An
+    empty, blank or unreadable file stops the gateway at start, saying which file and what to write into it."""
+    admin_max_body_bytes: int = Field(64 * 1024, ge=1)
+    """Admin request bodies above this size are refused with 413 while they arrive, after the token was checked
+    (no body is read without it); the largest real one, a canary over many versions, is a few hundred bytes."""

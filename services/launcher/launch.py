@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from services.common.errors import ConfigurationError
+from services.common.private import PRIVATE_UMASK, private_dir
 from services.launcher.groups import stop_group
 from services.launcher.records import remove_record, write_record
 from services.launcher.spec import ProcessSpec, port_free
@@ -30,24 +31,32 @@ class Launcher:
 
     def start(self, spec: ProcessSpec, *, detach: bool) -> subprocess.Popen:
         """Start `spec` in a new process group and record its pid and metadata; detached, its output goes to its log
-        file, else to this terminal. Refuses a port already in use. Starting a name again (a restart) replaces it."""
+        file, else to this terminal. Refuses a port already in use. Starting a name again (a restart) replaces it.
+        The run directory and its logs are private (0700) and the process runs under `PRIVATE_UMASK`: the state,
+        stores and secrets it writes there are its owner's alone."""
         for port in spec.ports:
             if not port_free(port):
                 raise ConfigurationError(
                     f"port {port} for {spec.name} is in use: is a stack already up? (`make down`) "
                     "or choose another port"
                 )
-        self.log_path(spec.name).parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.run_dir)
+        private_dir(self.log_path(spec.name).parent)
         if spec.prepare:
             spec.prepare()
         env = {**os.environ, "LOG_SERVICE": spec.name, **spec.env}
         if detach:  # the child keeps its own copy of the log file's descriptor
             with open(self.log_path(spec.name), "ab") as output:
                 proc = subprocess.Popen(
-                    spec.argv, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+                    spec.argv,
+                    env=env,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    umask=PRIVATE_UMASK,
                 )
         else:
-            proc = subprocess.Popen(spec.argv, env=env, start_new_session=True)
+            proc = subprocess.Popen(spec.argv, env=env, start_new_session=True, umask=PRIVATE_UMASK)
         write_record(self.run_dir, spec, proc, self.log_path(spec.name) if detach else None)
         names = [started.name for started, _ in self.procs]
         if spec.name in names:  # a restart keeps its place in the stop order

@@ -1,5 +1,6 @@
 """The admin API the `serving model ...` commands talk to, mounted in the gateway: change an endpoint's deployment
-(auto-update, canary, rollout, removal) and read it back. Every route needs `Authorization: Bearer <admin token>`.
+(auto-update, canary, rollout, removal) and read it back. Every route needs `Authorization: Bearer <admin token>`,
+checked before the body is read, and takes a body of at most `GATEWAY_ADMIN_MAX_BODY_BYTES` (`admin_guard`).
 Also `GET /models/{endpoint}`: the lineage of what each live version is, open like the health routes.
 
 The routes only change the shared deployment state (`services.lifecycle.state`); the lifecycle controller carries the
@@ -9,23 +10,23 @@ the same store.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 from fastapi import Path as PathParameter
+from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from observability.metrics import endpoint_request_counts
 from services.api.openapi import OK, errors
-from services.common.errors import ConfigurationError, NotFound, Unauthorized, Unavailable
+from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.common.names import NAME_MAX_LENGTH, NAME_PATTERN, validated_name
 from services.lifecycle import transitions
+from services.lifecycle.admin_guard import admin_token, guarded_route
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable
 
@@ -77,14 +78,6 @@ class RolloutRequest(BaseModel):
         if any(not 0 < s <= 100 for s in self.steps) or self.steps != sorted(self.steps):
             raise ValueError("steps are increasing percentages in (0, 100]")
         return self
-
-
-def _token(settings) -> str | None:
-    if settings.admin_token is not None:
-        return settings.admin_token.get_secret_value()
-    if settings.admin_token_file is not None and Path(settings.admin_token_file).is_file():
-        return Path(settings.admin_token_file).read_text().strip()
-    return None
 
 
 def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], float]) -> dict:
@@ -143,39 +136,24 @@ class GuardedStore:
 
 def admin_router(settings, store: DeploymentStore | None) -> APIRouter:
     """`/admin/...` behind the admin token, and the open `GET /models/{endpoint}`, over `store` (None: no deployment
-    state configured). The routes are plain functions: FastAPI runs them in its thread pool, so the store's queries
-    never block the worker's event loop."""
+    state configured). The token is read now: a blank one or an unreadable file raises ConfigurationError. The routes
+    are plain functions: FastAPI runs them in its thread pool, so the store's queries never block the worker's event
+    loop."""
     store = GuardedStore(store) if store is not None else None
+    route = guarded_route(admin_token(settings), store is not None, settings.admin_max_body_bytes)
     router = APIRouter()
-    router.include_router(_admin_routes(store, _authorizer(store, _token(settings))))
+    router.include_router(_admin_routes(store, route))
     router.include_router(_lineage_routes(store))
     return router
 
 
-def _authorizer(store: GuardedStore | None, expected: str | None) -> Callable[[Request], GuardedStore]:
-    """The dependency every admin route has: the right bearer token, then the deployment state it changes."""
-
-    def authorized(request: Request) -> GuardedStore:
-        if expected is None:
-            raise Unavailable("the admin API is off: set GATEWAY_ADMIN_TOKEN or GATEWAY_ADMIN_TOKEN_FILE")
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
-            raise Unauthorized("send the admin token as 'Authorization: Bearer <token>' (run/admin-token)")
-        if store is None:
-            raise Unavailable("no deployment state is configured (SERVING_STATE_URL)")
-        return store
-
-    return authorized
-
-
-def _admin_routes(store: GuardedStore | None, authorized: Callable[[Request], GuardedStore]) -> APIRouter:
-    """Each route runs only once `authorized` passed, which refuses the request when `store` is None."""
+def _admin_routes(store: GuardedStore | None, route: type[APIRoute]) -> APIRouter:
+    """Each route runs only once its `route` class let the request in, which refuses it when `store` is None."""
     admin = APIRouter(
         prefix="/admin",
-        dependencies=[Depends(authorized)],
+        route_class=route,
         tags=["admin"],
-        responses=OK | errors(400, 401, 404, 409, 422, 503),
+        responses=OK | errors(400, 401, 404, 409, 413, 422, 503),
     )
 
     @admin.get("/endpoints", summary="Every deployed endpoint: versions, state, traffic share, requests so far")

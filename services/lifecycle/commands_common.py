@@ -51,12 +51,14 @@ class AdminApi:
         return cls(url, token, RunSettings().run_dir)
 
     def bearer(self) -> str:
-        token = self.token or os.environ.get("GATEWAY_ADMIN_TOKEN")
+        token = (self.token or os.environ.get("GATEWAY_ADMIN_TOKEN") or "").strip()
         path = self.run_dir / "admin-token"
         if token:
             return token
         if path.is_file():
-            return path.read_text().strip()
+            if token := path.read_text().strip():
+                return token
+            fail(f"the admin token file {path} is empty: delete it and `serving up` writes a new one")
         fail(f"no admin token: pass --token, set GATEWAY_ADMIN_TOKEN, or start the stack (`make up`) to create {path}")
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:

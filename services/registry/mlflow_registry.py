@@ -19,6 +19,7 @@ from pathlib import Path
 from services.common import artifacts
 from services.common.contract import MANIFEST_FILE, Manifest, sha256_file
 from services.common.errors import ConfigurationError, NotFound
+from services.common.private import private_dir, private_file
 from services.registry.lineage import DATASET_ARTIFACT_TAG, UiLinks, datasets, pipeline
 from services.registry.settings import RegistrySettings
 
@@ -68,10 +69,12 @@ class ModelRegistry:
             self.client = MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
             return
         # The first use of an SQLite store creates its tables; two processes doing it at once (the controller
-        # starting while a user registers) break MLflow's migration. One at a time, under a file lock.
+        # starting while a user registers) break MLflow's migration. One at a time, under a file lock. The store's
+        # directory and files are its owner's only (SQLite gives its journal files the database's mode).
         database = Path(self.uri.removeprefix("sqlite:///"))
-        database.parent.mkdir(parents=True, exist_ok=True)
-        with open(database.with_suffix(".lock"), "a") as lock:
+        private_dir(database.parent)
+        private_file(database)
+        with open(private_file(database.with_suffix(".lock")), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             self.client = MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
             self.client.search_experiments(max_results=1)

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 from services.common.contract import Manifest
+from services.common.errors import ConfigurationError
+from services.common.private import FILE_MODE, narrow, private_dir
 from services.common.settings import default_state_url
 from services.common.tokenization import default_buckets
 from services.launcher import ProcessSpec
@@ -18,11 +20,15 @@ from services.stacks.options import StackOptions
 from services.stacks.triton_service import triton_service
 
 ADMIN_TOKEN_FILE = "admin-token"
+SQLITE = "sqlite:///"
 
 
 def clearml_processes(options: StackOptions) -> list[ProcessSpec]:
-    """Triton, then the gateway, then the controller: each needs the one before it to be ready."""
-    lifecycle = (options.run_dir / "lifecycle").resolve()
+    """Triton, then the gateway, then the controller: each needs the one before it to be ready. The lifecycle
+    directory (the embedded deployment state, the controller's copies of versions) is private to its owner."""
+    lifecycle = private_dir((options.run_dir / "lifecycle").resolve())
+    if (url := state_url(options)).startswith(SQLITE):
+        narrow(Path(url.removeprefix(SQLITE)))  # a state file an older run left readable by others
     return [
         triton_service(options, models=["encoder"]),
         gateway_process(options),
@@ -71,11 +77,18 @@ def state_url(options: StackOptions) -> str:
 
 def ensure_admin_token(run_dir: Path) -> Path:
     """The admin API's bearer token: generated at the first start into the run directory, readable by its owner
-    only; `GATEWAY_ADMIN_TOKEN` in the gateway's environment takes precedence over it."""
-    path = run_dir / ADMIN_TOKEN_FILE
-    if not path.is_file():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    only; `GATEWAY_ADMIN_TOKEN` in the gateway's environment takes precedence over it. One that exists is kept, made
+    0600 if it was not; an empty or blank one is a ConfigurationError (the gateway would refuse it too)."""
+    path = private_dir(run_dir) / ADMIN_TOKEN_FILE
+    if not path.exists():
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         with os.fdopen(descriptor, "w") as handle:
             handle.write(secrets.token_urlsafe(32) + "\n")
+        return path
+    narrow(path)
+    if path.is_file() and not path.read_text(errors="replace").strip():
+        raise ConfigurationError(
+            f"the admin token file {path} is empty: delete it and `serving up` writes a new one, or write a token "
+            "into it (python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
     return path

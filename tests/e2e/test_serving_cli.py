@@ -66,6 +66,7 @@ def test_up_status_down_of_the_default_gateway_stack(tmp_path, tiny_model):
         table = serving("status", run_dir=run_dir).stdout
         assert "gateway" in table and "running" in table and "/serve/tiny-bert" in table
         lifecycle_walkthrough(run_dir, port)
+        assert_private(run_dir)
         # the docs' `serving model|endpoints|metrics` commands, as typed, on this stack (tests/e2e/test_cli_forms.py)
         stack = Lifecycle(run_dir, f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc}", tiny_model)
         run_documented_commands(stack, tmp_path)
@@ -110,6 +111,27 @@ def lifecycle_walkthrough(run_dir: Path, port: int) -> None:
     assert ui.returncode == 0, ui.stderr
     models = httpx.get(f"http://127.0.0.1:{ui_port}/ajax-api/2.0/mlflow/registered-models/search", timeout=30)
     assert [m["name"] for m in models.json()["registered_models"]] == ["sentiment"]
+
+
+PRIVATE = {
+    ".": 0o700,
+    "lifecycle": 0o700,
+    "lifecycle/state.db": 0o600,
+    "mlflow": 0o700,
+    "mlflow/mlflow.db": 0o600,
+    "admin-token": 0o600,
+    "supervisor-options.json": 0o600,
+}
+"""The run directory, its databases and its secrets, each with the mode `serving up` and `serving train` give it."""
+
+
+def assert_private(run_dir: Path) -> None:
+    """Others cannot enter the run directory, and its databases and secrets are their owner's alone, although the
+    commands ran under the umask 022 of this test."""
+    modes = {name: (run_dir / name).stat().st_mode & 0o777 for name in PRIVATE}
+    assert modes == PRIVATE, {name: oct(mode) for name, mode in modes.items()}
+    journals = [p for p in run_dir.rglob("*.db-*") if p.stat().st_mode & 0o077]
+    assert journals == [], "SQLite's journal files take their database's mode"
 
 
 def test_a_stack_that_cannot_start_fails_with_a_sentence(tmp_path):

@@ -15,9 +15,8 @@ import httpx
 import pytest
 
 from services.common.names import NAME_PATTERN
-from services.launcher import Launcher, free_port
 from services.lifecycle.state import DeploymentStore
-from services.stacks import StackOptions, http_service
+from tests.support.servers import start_gateway_alone
 from tests.support.state import stored, write_document
 
 TOKEN = {"Authorization": "Bearer secret"}
@@ -49,22 +48,14 @@ def gateway(tmp_path_factory):
     (run / "endpoints.json").write_text(json.dumps({"endpoints": entries | {"../x": {"engine": "custom"}}}))
     store = DeploymentStore.open(f"sqlite:///{run / 'lifecycle' / 'state.db'}")
     write_document(store, json.dumps(STATE))
-    port = free_port()
-    options = StackOptions(workers=1, host="127.0.0.1", port=port, model_dir=run / "none", run_dir=run)
     env = {
-        "GATEWAY_TRITON_GRPC_URL": "127.0.0.1:1",
         "GATEWAY_ENDPOINTS_FILE": str(run / "endpoints.json"),
         "SERVING_STATE_URL": store.url,
         "GATEWAY_ENDPOINTS_POLL_INTERVAL": "0.2",
         "GATEWAY_ADMIN_TOKEN": "secret",
     }
-    spec = http_service(
-        options, name="api", app="services.gateway.app:create_app()", env_prefix="GATEWAY_", extra_env=env
-    )
-    spec.ready_url = f"http://127.0.0.1:{port}/health/live"
-    launcher = Launcher(run)
-    launcher.start_ready(spec, detach=True, timeout=90)
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+    url, launcher = start_gateway_alone(run, env)
+    with httpx.Client(base_url=url, timeout=10) as client:
         client.run, client.store = run, store
         yield client
     launcher.stop_all()

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+import orjson
 import pytest
 
 from loadtest.stackrun import groups_rss
@@ -200,3 +201,22 @@ def test_a_20_mb_header_attack_costs_the_worker_little(server):
     assert attacks and all(data.startswith(b"HTTP/1.1 431 ") for data in attacks)
     assert max(latencies) < NORMAL_BOUND_S
     assert rss_after <= rss_before * (1 + RSS_GROWTH)
+
+
+def test_requests_pipelined_ahead_of_a_malformed_one_get_their_answers_before_its_400(server):
+    """Two inference requests and a line that is not HTTP, in one write on one keep-alive connection: both requests
+    are answered in full, in order, then the 400 (JSON) ends the connection."""
+    body = b'{"text": "pipelined"}'
+    valid = b"POST /serve/minilm HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%b"
+    with closing(connect(server)) as sock:
+        sock.sendall(valid % (len(body), body) * 2 + b"NOT HTTP AT ALL\r\n\r\n")
+        data = answer(sock)
+    answers = data.split(b"HTTP/1.1 ")[1:]
+    print(f"\nanswers: {[a[:3].decode() for a in answers]}")
+    assert [a[:3] for a in answers] == [b"200", b"200", b"400"], data[:600]
+    for full in answers[:2]:
+        head, payload = full.split(b"\r\n\r\n", 1)
+        length = int(next(h for h in head.lower().split(b"\r\n") if h.startswith(b"content-length:")).split(b":")[1])
+        assert len(payload) == length and len(orjson.loads(payload)["embedding"]) == server.manifest.output_dim
+    error = orjson.loads(answers[2].split(b"\r\n\r\n", 1)[1])["error"]
+    assert error["type"] == "bad_request" and "HTTP/1.1" in error["message"]

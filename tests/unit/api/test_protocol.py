@@ -19,7 +19,8 @@ class Transport:
         self.closed = False
 
     def write(self, data: bytes) -> None:
-        self.written += data
+        if not self.closed:  # as a socket's: what is written after close() never leaves
+            self.written += data
 
     def close(self) -> None:
         self.closed = True
@@ -200,3 +201,49 @@ def test_a_connection_that_sends_nothing_is_closed_at_the_read_deadline_and_one_
     silent, talking, early = asyncio.run(scenario())
     assert not early and silent.closed and silent.written == b"", "closed at the deadline, without an answer"
     assert talking.written.startswith(b"HTTP/1.1 200 ") and not talking.closed
+
+
+class SlowApp(EchoApp):
+    """Answers each request `delay` seconds after its body has arrived: a response still running while the next
+    requests arrive."""
+
+    def __init__(self, delay: float):
+        super().__init__()
+        self.delay = delay
+
+    async def __call__(self, scope, receive, send):
+        await asyncio.sleep(self.delay)
+        await super().__call__(scope, receive, send)
+
+
+VALID = b"POST /serve/minilm HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nab"
+BAD_CHUNK = b"POST /serve/minilm HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n"
+
+
+def test_requests_pipelined_ahead_of_a_malformed_one_are_answered_before_its_400():
+    """A bad request line, a bad chunk size in a queued request's body, a head over the bound: each is refused (JSON,
+    connection closed) only after every request before it on the connection got its whole answer, whether those
+    answers were still running or not yet started when the bad bytes arrived."""
+
+    async def scenario(app, data: bytes, limits: HttpLimits = HttpLimits()):
+        protocol, transport = connection(app, limits)
+        protocol.data_received(data)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if transport.closed:
+                break
+        return transport
+
+    cases = [
+        (VALID * 2 + b"NOT HTTP AT ALL\r\n\r\n", HttpLimits(), 400, "bad_request"),
+        (VALID * 2 + BAD_CHUNK, HttpLimits(), 400, "bad_request"),
+        (VALID * 2 + head_of(2000), HttpLimits(max_header_bytes=1024), 431, "header_too_large"),
+    ]
+    for data, limits, status, error_type in cases:
+        for app in (EchoApp(), SlowApp(0.05)):
+            transport = asyncio.run(scenario(app, data, limits))
+            answers = transport.written.split(b"HTTP/1.1 ")[1:]
+            assert [a[:3] for a in answers] == [b"200", b"200", b"%d" % status], (data[-40:], transport.written)
+            assert all(a.endswith(b"\r\n\r\n2") for a in answers[:2]), "both answers in full, bodies included"
+            assert orjson.loads(answers[2].split(b"\r\n\r\n", 1)[1])["error"]["type"] == error_type
+            assert transport.closed and app.seen == [b"ab", b"ab"]

@@ -4,16 +4,20 @@ thread pool: the store's queries never block an event loop)."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import shutil
+from pathlib import Path
 from types import SimpleNamespace
 
+import orjson
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from services.api.errors import install_error_handlers
+from services.common.errors import ConfigurationError
 from services.common.names import NAME_PATTERN
 from services.lifecycle import transitions
 from services.lifecycle.admin import admin_router
@@ -23,8 +27,14 @@ from tests.support.state import stored, write_document
 AUTH = {"Authorization": "Bearer secret"}
 
 
-def app_with(store: DeploymentStore | None, token: str | None = "secret") -> FastAPI:
-    settings = SimpleNamespace(admin_token=SecretStr(token) if token else None, admin_token_file=None)
+def admin_settings(token: str | None = None, token_file: Path | None = None, max_body: int = 64 * 1024):
+    """What `admin_router` reads of the gateway's settings."""
+    secret = SecretStr(token) if token is not None else None
+    return SimpleNamespace(admin_token=secret, admin_token_file=token_file, admin_max_body_bytes=max_body)
+
+
+def app_with(store: DeploymentStore | None, token: str | None = "secret", settings=None) -> FastAPI:
+    settings = settings or admin_settings(token)
     app = FastAPI()
     install_error_handlers(app)
     app.include_router(admin_router(settings, store))
@@ -57,8 +67,7 @@ def endpoints(routes: list) -> list:
 
 
 def test_every_route_is_a_plain_function_run_off_the_event_loop(store):
-    settings = SimpleNamespace(admin_token=None, admin_token_file=None)
-    found = endpoints(admin_router(settings, store).routes)
+    found = endpoints(admin_router(admin_settings(), store).routes)
     assert len(found) == 6 and not any(inspect.iscoroutinefunction(f) for f in found)
 
 
@@ -188,3 +197,117 @@ def test_serving_model_refuses_a_bad_endpoint_name_before_calling_the_gateway(co
     result = CliRunner().invoke(app, ["model", *command, "--url", "http://127.0.0.1:1", "--token", "t"])
     assert result.exit_code == 2 and NAME_PATTERN in result.output.replace("\n", ""), result.output
     assert "did not answer" not in result.output
+
+
+@pytest.mark.parametrize(
+    "token, content, says",
+    [
+        ("", None, "GATEWAY_ADMIN_TOKEN is empty or blank"),
+        (" \t", None, "GATEWAY_ADMIN_TOKEN is empty or blank"),
+        (None, "", "(GATEWAY_ADMIN_TOKEN_FILE) is empty or blank"),
+        (None, "\n  \n", "(GATEWAY_ADMIN_TOKEN_FILE) is empty or blank"),
+        (None, "one\ntwo\n", "holds several lines"),
+        (None, b"\xff\xfe", "cannot be read (it is not UTF-8 text)"),
+        (None, "a directory", "cannot be read (Is a directory)"),
+    ],
+)
+def test_a_blank_or_unreadable_admin_token_stops_the_start(store, tmp_path, token, content, says):
+    """The attack: with an empty token file, `Authorization: Bearer` and nothing after it was the token (200 on PUT
+    .../auto-update). Now building the routes fails, with the fix in the message."""
+    path = None
+    if content == "a directory":
+        path = tmp_path / "token-dir"
+        path.mkdir()
+    elif content is not None:
+        path = tmp_path / "admin-token"
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(ConfigurationError, match="GATEWAY_ADMIN_TOKEN") as refused:
+        app_with(store, settings=admin_settings(token, path))
+    assert says in refused.value.message and ("secrets.token_urlsafe" in refused.value.message or "read" in says)
+
+
+def test_a_token_file_that_does_not_exist_leaves_the_admin_api_off_and_a_good_one_is_stripped(store, tmp_path):
+    off = TestClient(app_with(store, settings=admin_settings(token_file=tmp_path / "missing")))
+    assert off.get("/admin/endpoints", headers=AUTH).status_code == 503
+    (tmp_path / "admin-token").write_text("  secret \n")
+    on = TestClient(app_with(store, settings=admin_settings(token_file=tmp_path / "admin-token")))
+    assert on.get("/admin/endpoints", headers=AUTH).status_code == 200
+    assert on.get("/admin/endpoints", headers={"Authorization": "Bearer"}).status_code == 401
+
+
+def asgi_request(app, method: str, path: str, headers: dict[str, str], chunks: list[bytes]) -> tuple[int, dict, int]:
+    """One request straight into the ASGI app, its body in `chunks`: the status, the JSON answer, and how many of
+    the chunks the app asked for."""
+    taken = 0
+    messages: list[dict] = []
+
+    async def receive() -> dict:
+        nonlocal taken
+        if taken == len(chunks):
+            return {"type": "http.disconnect"}
+        taken += 1
+        return {"type": "http.request", "body": chunks[taken - 1], "more_body": taken < len(chunks)}
+
+    async def send(message: dict) -> None:
+        messages.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8080),
+    }
+    asyncio.run(app(scope, receive, send))
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+    return messages[0]["status"], orjson.loads(body), taken
+
+
+MIB = [b"x" * 65536] * 16
+"""A 1 MiB body in 64 KiB chunks, sent without Content-Length."""
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer"}, {"Authorization": "Bearer nope"}])
+def test_a_request_without_the_token_is_refused_before_any_byte_of_its_body_is_read(store, headers):
+    """The attack: a 300 MB body without a token was read and parsed (422 "JSON decode error", the worker's memory
+    218 -> 821 MB) before the token was looked at."""
+    path = "/admin/endpoints/emb/auto-update"
+    status, answer, taken = asgi_request(app_with(store), "PUT", path, headers, MIB)
+    assert (status, answer["error"]["type"], taken) == (401, "unauthorized", 0)
+    declared = headers | {"Content-Length": str(300 << 20)}
+    status, _, taken = asgi_request(app_with(store), "PUT", path, declared, MIB)
+    assert (status, taken) == (401, 0)
+
+
+def test_an_admin_body_over_the_cap_is_refused_with_413_as_it_arrives(store):
+    app = app_with(store, settings=admin_settings("secret", max_body=65536))
+    path = "/admin/endpoints/emb/auto-update"
+    status, answer, taken = asgi_request(app, "PUT", path, AUTH, MIB)
+    assert (status, answer["error"]["type"], taken) == (413, "payload_too_large", 2), "stopped at the first byte over"
+    assert "65536" in answer["error"]["message"]
+    status, _, taken = asgi_request(app, "PUT", path, AUTH | {"Content-Length": str(300 << 20)}, MIB)
+    assert (status, taken) == (413, 0), "a declared length over the cap is refused before the body"
+    ok = b'{"name": "m2", "max_versions": 1}'
+    status, answer, _ = asgi_request(app, "PUT", path, AUTH | {"Content-Type": "application/json"}, [ok[:9], ok[9:]])
+    assert (status, answer) == (200, {"endpoint": "emb", "registered_name": "m2", "max_versions": 1})
+    assert store.read().endpoints["emb"].registered_name == "m2"
+
+
+def test_serving_model_refuses_an_empty_token_file_before_calling_the_gateway(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from services.cli import app
+
+    monkeypatch.setenv("SERVING_RUN_DIR", str(tmp_path))
+    monkeypatch.delenv("GATEWAY_ADMIN_TOKEN", raising=False)
+    (tmp_path / "admin-token").write_text(" \n")
+    result = CliRunner().invoke(app, ["model", "list", "--url", "http://127.0.0.1:1"])
+    output = result.output.replace("\n", " ")
+    assert result.exit_code == 2 and "admin-token is empty" in output and "did not answer" not in output, output

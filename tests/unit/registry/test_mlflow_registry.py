@@ -239,3 +239,12 @@ def test_a_fetch_stops_at_the_limit_and_keeps_nothing(tmp_path):
     roomy = ModelRegistry(RegistrySettings(run_dir=tmp_path / "run"))
     fetched = roomy.fetch("limited", published["version"], tmp_path / "whole")
     assert sorted(p.name for p in fetched.iterdir()) == sorted(p.name for p in (tmp_path / "m").iterdir())
+
+
+def test_the_embedded_store_is_readable_by_its_owner_only(registry):
+    """Its directory 0700, its database and lock 0600, whatever the umask of the command that created them."""
+    store = Path(registry.uri.removeprefix("sqlite:///"))
+    assert store.parent.stat().st_mode & 0o777 == 0o700
+    modes = {path.name: path.stat().st_mode & 0o777 for path in store.parent.iterdir() if path.is_file()}
+    assert modes and set(modes.values()) == {0o600}, modes
+    assert {"mlflow.db", "mlflow.lock"} <= set(modes)

@@ -54,3 +54,24 @@ def test_a_busy_port_is_refused_before_anything_starts(tmp_path):
         with pytest.raises(ConfigurationError, match=f"port {port}"):
             Launcher(tmp_path).start(spec, detach=True)
     assert port_free(port)
+
+
+WRITES_A_STORE = (
+    "import pathlib, sqlite3, sys; run = pathlib.Path(sys.argv[1]); (run / 'lifecycle').mkdir(); "
+    "sqlite3.connect(run / 'lifecycle' / 'state.db').execute('create table t (x)'); "
+    "(run / 'admin-token').write_text('t')"
+)
+
+
+def test_the_run_directory_and_what_its_processes_write_there_are_private(tmp_path):
+    """A run directory left 0755 by hand, and a process (as the gateway or the controller) creating the embedded
+    state store and a secret under the command's umask 022: the directory becomes 0700, what it writes 0700/0600."""
+    run = tmp_path / "run"
+    run.mkdir(mode=0o755)
+    run.chmod(0o755)
+    spec = ProcessSpec(name="store", argv=[sys.executable, "-c", WRITES_A_STORE, str(run)])
+    proc = Launcher(run).start(spec, detach=True)
+    assert proc.wait(timeout=30) == 0, (run / "logs" / "store.log").read_text()
+    modes = {str(p.relative_to(run)): p.stat().st_mode & 0o777 for p in [run, *run.rglob("*")]}
+    assert modes["."] == modes["logs"] == modes["lifecycle"] == 0o700, modes
+    assert modes["lifecycle/state.db"] == modes["admin-token"] == 0o600, modes

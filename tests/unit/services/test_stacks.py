@@ -131,3 +131,28 @@ def test_a_restarted_http_service_gets_a_fresh_metrics_directory(options):
 def test_the_options_survive_the_trip_to_the_detached_supervisor(options):
     tuned = replace(options, tuning={"preferred_batch_sizes": [4, 8], "spin": True}, traces=True, endpoint="e")
     assert StackOptions.from_json(tuned.to_json()) == tuned
+
+
+def test_clearml_makes_the_run_and_lifecycle_directories_and_the_secrets_private(options):
+    """What an older run (or a umask of 022) left readable by others is narrowed before anything starts."""
+    lifecycle = options.run_dir / "lifecycle"
+    lifecycle.mkdir(parents=True, mode=0o755)
+    for path, mode in [(options.run_dir, 0o755), (lifecycle, 0o755)]:
+        path.chmod(mode)
+    for name in ("admin-token", "lifecycle/state.db"):
+        (options.run_dir / name).write_text("kept\n")
+        (options.run_dir / name).chmod(0o644)
+    _, gateway, _ = stack_processes(options)
+    assert Path(gateway.env["GATEWAY_ADMIN_TOKEN_FILE"]).read_text() == "kept\n"
+    modes = {
+        p: (options.run_dir / p).stat().st_mode & 0o777 for p in (".", "lifecycle", "admin-token", "lifecycle/state.db")
+    }
+    assert modes == {".": 0o700, "lifecycle": 0o700, "admin-token": 0o600, "lifecycle/state.db": 0o600}
+
+
+@pytest.mark.parametrize("content", ["", " \n\n"])
+def test_an_empty_admin_token_file_stops_serving_up_with_the_fix(options, content):
+    options.run_dir.mkdir(parents=True)
+    (options.run_dir / "admin-token").write_text(content)
+    with pytest.raises(ConfigurationError, match="is empty: delete it and `serving up` writes a new one"):
+        stack_processes(options)

@@ -1,0 +1,47 @@
+"""Files and directories only their owner may read: the run directory, its databases and its secrets.
+
+The run directory holds the deployment state, the MLflow store, the admin token and the saved options of `serving
+up` (a PostgreSQL URL may carry a password). Every process the launcher starts runs under `PRIVATE_UMASK`, so what
+they create there is theirs alone; the directories and files the project creates itself are made private here, and
+an existing one that others could read is narrowed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PRIVATE_UMASK = 0o077
+"""The umask of the stack's processes: directories they create are 0700, files 0600."""
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a directory only its owner may list or enter (0700), made with its parents if missing."""
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o777 != DIR_MODE:
+        path.chmod(DIR_MODE)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """`path`, an empty file if missing, readable and writable by its owner only (0600)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
+    try:
+        os.fchmod(descriptor, FILE_MODE)
+    finally:
+        os.close(descriptor)
+    return path
+
+
+def write_private(path: Path, text: str) -> Path:
+    """`text` into `path`, a file of mode 0600 from its first byte on (replacing what it held)."""
+    private_file(path)
+    path.write_text(text)
+    return path
+
+
+def narrow(path: Path) -> None:
+    """An existing file made 0600 (a database or a secret left readable by a run before); a missing one is left so."""
+    if path.is_file() and path.stat().st_mode & 0o777 != FILE_MODE:
+        path.chmod(FILE_MODE)
