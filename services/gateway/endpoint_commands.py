@@ -94,8 +94,9 @@ def endpoints_add(
     file: Path = ENDPOINTS_FILE,
 ) -> None:
     """Add or replace an endpoint. The whole resulting file is checked as the gateway checks it (preprocess files
-    imported, models opened), and a triton endpoint's model and tensors against Triton when it answers; an invalid
-    change is refused and the file is left as it was.
+    imported, models opened; a pickled model only by its first bytes: its loading runs code, and only the gateway
+    loads it), and a triton endpoint's model and tensors against Triton when it answers; an invalid change is
+    refused and the file is left as it was.
 
     Dtypes are Triton names (INT64, FP32, BYTES...) or numpy names (int64, float32, object...); shapes start with
     the batch axis, -1 for a dynamic one."""
@@ -115,6 +116,7 @@ def endpoints_add(
             outputs=outputs,
         )
         listed = {direction for direction, used in (("input", listed_in), ("output", listed_out)) if used}
+        warn_if_code(config, file)
         check_triton(config, triton_url, listed)
         add_endpoint(file, name, config)
     except ServingError as exc:
@@ -141,6 +143,16 @@ def _config(**fields):
             (word for word in ("input", "output") if message.startswith(word + " ")), "model"
         )
         raise InvalidInput(f"--{option}: {message}") from None
+
+
+def warn_if_code(config, file: Path) -> None:
+    """One warning line when the endpoint's engine runs code in loading its model file (a pickle)."""
+    from services.gateway.configured import model_file
+    from services.gateway.model_files import runs_code, runs_code_warning
+
+    path = model_file(config, file.resolve().parent)
+    if path and runs_code(config.engine, path):
+        console.print(f"warning: {runs_code_warning(config.model_file)}", markup=False)
 
 
 def check_triton(config, url: str | None, listed: set[str]) -> None:
