@@ -14,6 +14,9 @@ checked without loading it (`unpickle=False`: the CLI checks an endpoint so, the
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +84,7 @@ def _sklearn(path: str, unpickle: bool) -> Any:
 def _skops(path: str) -> Any:
     """The object in a skops file, built from skops' trusted types only: a file with any other type is refused,
     naming the types (skops leaves them out for a reason: a crafted tree, for one, crashes the worker at predict)."""
-    sio = importlib.import_module("skops.io")
+    sio = skops_io()
     untrusted_found = importlib.import_module("skops.io.exceptions").UntrustedTypesFoundException
     try:
         return sio.load(path)
@@ -92,6 +95,35 @@ def _skops(path: str) -> Any:
             "loading or use can run code or crash the worker; save a model of skops' trusted types, or, for a file "
             "you made yourself, return skops.io.load(local_file_name, trusted=[...]) from your Preprocess.load()"
         ) from None
+
+
+def skops_io() -> Any:
+    """`skops.io`, imported without `TORCH_ADAPTER`."""
+    with _without(TORCH_ADAPTER):
+        return importlib.import_module("skops.io")
+
+
+TORCH_ADAPTER = "sklearn.externals.array_api_compat.torch"
+"""Imported (and torch with it, where installed) when skops' trusted types walk every scikit-learn module at its
+import; a model engine never gets a torch array (it predicts on numpy), and a serving process never imports torch."""
+
+
+@contextmanager
+def _without(module: str):
+    """`module` cannot be imported meanwhile (a module walk skips what fails to import)."""
+
+    class Refuse(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == module:
+                raise ModuleNotFoundError(f"{module} is not imported by a model engine", name=name)
+            return None
+
+    finder = Refuse()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def _head(path: str | Path) -> bytes:

@@ -11,6 +11,7 @@ import pytest
 from services.common.errors import ConfigurationError
 from services.gateway import engines
 from services.gateway.endpoints import EndpointConfig
+from services.gateway.model_files import skops_io
 from tests.unit.gateway.test_configured import build
 
 
@@ -21,13 +22,13 @@ def collect(values: dict) -> None:
 def make_sklearn(path) -> np.ndarray:
     """y = 2x + 1, saved with skops for a .skops path, else with joblib (clearml-serving's format: it runs code)."""
     import joblib
-    import skops.io
     from sklearn.linear_model import LinearRegression
 
+    sio = skops_io()
     x = np.array([[0.0], [1.0], [2.0], [3.0]])
     model = LinearRegression().fit(x, 2 * x[:, 0] + 1)
     if str(path).endswith(".skops"):
-        skops.io.dump(model, path)
+        sio.dump(model, path)
     else:
         joblib.dump(model, path)
     return np.array([[10.0]])

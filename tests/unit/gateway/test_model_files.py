@@ -4,6 +4,8 @@ skops' trusted types only, and the fix the refusal names (a Preprocess.load() th
 
 import asyncio
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 
 from services.gateway.configured import validate_file
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
-from services.gateway.model_files import runs_code
+from services.gateway.model_files import runs_code, skops_io
 from tests.unit.gateway.test_configured import build
 from tests.unit.gateway.test_model_files_cli import Touch
 
@@ -37,9 +39,9 @@ def test_the_check_refuses_a_file_that_is_neither_skops_nor_a_pickle_without_loa
 
 def test_which_files_run_code_when_loaded(tmp_path):
     import joblib
-    import skops.io as sio
     from sklearn.linear_model import LinearRegression
 
+    sio = skops_io()
     model = LinearRegression().fit(ROWS, [1.0, 3.0, 5.0, 7.0])
     joblib.dump(model, tmp_path / "plain.joblib")
     joblib.dump(model, tmp_path / "zlib.joblib", compress=3)
@@ -54,9 +56,9 @@ def test_which_files_run_code_when_loaded(tmp_path):
 
 
 def forest(path: Path) -> None:
-    import skops.io as sio
     from sklearn.ensemble import RandomForestClassifier
 
+    sio = skops_io()
     sio.dump(RandomForestClassifier(n_estimators=3, random_state=0).fit(ROWS, [0, 0, 1, 1]), path)
 
 
@@ -83,9 +85,25 @@ def test_a_skops_file_with_an_untrusted_type_is_refused_and_the_named_fix_serves
 
 @pytest.mark.parametrize("name", ["model.skops", "model.zip"])
 def test_a_skops_file_is_read_by_its_name_or_its_zip_header(tmp_path, name):
-    import skops.io as sio
     from sklearn.linear_model import LinearRegression
 
+    sio = skops_io()
     sio.dump(LinearRegression().fit(ROWS, [1.0, 3.0, 5.0, 7.0]), tmp_path / name)
     served = build(tmp_path, EndpointConfig(engine="sklearn", model_file=name)).get("e")
     assert np.allclose(asyncio.run(served.process([[10.0]], {}, lambda _: None)), [21.0])
+
+
+def test_loading_a_skops_file_never_imports_torch(tmp_path):
+    """skops walks every scikit-learn module at its import, and sklearn's array-api adapter for torch imports torch
+    where it is installed (it is here): a serving process would carry it for nothing."""
+    from sklearn.linear_model import LinearRegression
+
+    sio = skops_io()
+    sio.dump(LinearRegression().fit(ROWS, [1.0, 3.0, 5.0, 7.0]), tmp_path / "model.skops")
+    code = (
+        "import sys; from services.gateway import engines; "
+        f"model = engines.load_model('sklearn', {str(tmp_path / 'model.skops')!r}); "
+        "print(type(model).__name__, 'torch' in sys.modules, importlib.util.find_spec('torch') is not None)"
+    )
+    done = subprocess.run([sys.executable, "-c", "import importlib.util; " + code], capture_output=True, text=True)
+    assert done.stdout.split() == ["LinearRegression", "False", "True"], done.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from services.gateway.endpoints import EndpointsFile
+from services.gateway.model_files import skops_io
 from services.launcher import free_port
 
 SERVING = Path(sys.executable).parent / "serving"
@@ -47,11 +48,11 @@ def test_the_cli_never_loads_a_pickle_and_says_the_gateway_will_run_it(tmp_path,
 
 
 def test_a_skops_file_with_a_type_skops_does_not_trust_is_refused_when_added(tmp_path):
-    import skops.io as sio
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer
 
+    sio = skops_io()
     model = LogisticRegression().fit([[0.0], [1.0], [2.0], [3.0]], [0, 0, 1, 1])
     sio.dump(make_pipeline(FunctionTransformer(os.system), model), tmp_path / "evil.skops")  # os.system(rows)
     evil = serving("endpoints", "add", "evil", "--engine", "sklearn", "--model-file", "evil.skops", cwd=tmp_path)
