@@ -75,7 +75,11 @@ def endpoints_add(
     model_version: str = typer.Option("", help="Triton model version ('' = latest)."),
     version: str = typer.Option(None, help="Version in /serve/NAME/VERSION (default: any)."),
     preprocess: Path = typer.Option(None, help="Python file with class Preprocess (clearml-serving contract)."),
-    model_file: str = typer.Option(None, help="Passed to Preprocess.load(); the model of sklearn, xgboost, lightgbm."),
+    model_file: str = typer.Option(
+        None,
+        help="Passed to Preprocess.load(); the model of sklearn (.skops; a joblib/pickle file runs code when loaded), "
+        "xgboost (.json, .ubj), lightgbm (its text model).",
+    ),
     input: list[str] = typer.Option(
         [], "--input", help="NAME:DTYPE:SHAPE, repeat in the order preprocess returns them (or --input-name ...)."
     ),
