@@ -1,4 +1,4 @@
-"""The sklearn engine: the gateway loads the model file with `joblib.load` and runs
+"""The sklearn engine: the gateway loads the model file with `skops.io.load` (a `.skops` file) and runs
 
     preprocess(body) -> model.predict(rows) -> postprocess(prediction)
 

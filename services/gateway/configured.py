@@ -207,10 +207,17 @@ def model_file(config: EndpointConfig, base_dir: Path) -> str | None:
 
 
 def build_endpoint(
-    name: str, config: EndpointConfig, triton: TritonClient, serving_url: str, base_dir: Path, threads: UserThreads
+    name: str,
+    config: EndpointConfig,
+    triton: TritonClient,
+    serving_url: str,
+    base_dir: Path,
+    threads: UserThreads,
+    unpickle: bool = True,
 ) -> ConfiguredEndpoint:
     """One entry of the endpoint file, loaded: its preprocess code imported (and its load() called), its model
-    opened; ConfigurationError (or whatever user code raises) if it cannot serve."""
+    opened (a pickle only checked, not loaded, unless `unpickle`); ConfigurationError (or whatever user code raises)
+    if it cannot serve."""
     check_config(name, config)
     file = model_file(config, base_dir)
     code = None
@@ -230,12 +237,13 @@ def build_endpoint(
         model_dir = base_dir / (config.model or "")
         onnx = OnnxModel(model_dir, Manifest.load(model_dir))
     if engine.module is not None:  # a model engine: the model load() returned, else the library's own loader
-        model = code.model if code is not None and code.model is not None else engines.load_model(config.engine, file)
-        if not callable(getattr(model, "predict", None)):
-            where = "Preprocess.load() returned" if code is not None and code.model is not None else f"{file} holds"
+        own = code.model if code is not None else None
+        model = own if own is not None else engines.load_model(config.engine, file, unpickle)
+        if not callable(getattr(model, "predict", None)) and (unpickle or model is not None):  # None: not unpickled
+            where = "Preprocess.load() returned" if own is not None else f"{file} holds"
             raise ConfigurationError(
                 f"endpoint '{name}': {where} a {type(model).__name__}, which has no predict(): engine "
-                f"'{config.engine}' needs a model (for sklearn, e.g. a fitted estimator saved with joblib.dump)"
+                f"'{config.engine}' needs a model (for sklearn, e.g. a fitted estimator saved with skops.io.dump)"
             )
     return ConfiguredEndpoint(name, config, triton, code, onnx, threads, model)
 
@@ -270,15 +278,17 @@ class ConfiguredEndpoints:
         base_dir: Path,
         threads: UserThreads,
         load_timeout: float,
+        unpickle: bool = True,
     ) -> ConfiguredEndpoints:
         """Each entry built within `load_timeout` seconds (its code imported, `Preprocess()` and `load()` called,
-        its model opened): one that takes longer is left out and reported, the others are served."""
+        its model opened, a pickle only checked unless `unpickle`): one that takes longer is left out and reported,
+        the others are served."""
         sources = [base_dir / config.preprocess for config in file.endpoints.values() if config.preprocess]
         stamps = tuple(source_stamp(path) for path in sources)  # before any is read: a later edit is a change
         endpoints, errors = {}, dict(file.invalid)
         for name, config in file.endpoints.items():
             try:
-                build = partial(build_endpoint, name, config, triton, serving_url, base_dir, threads)
+                build = partial(build_endpoint, name, config, triton, serving_url, base_dir, threads, unpickle)
                 endpoints[name] = call_within(load_timeout, build, late=_unload)
             except TookTooLong:
                 errors[name] = (
@@ -326,9 +336,10 @@ def _unload(endpoint: ConfiguredEndpoint) -> None:
 
 def validate_file(file: EndpointsFile, base_dir: Path, load_timeout: float) -> dict[str, str]:
     """Every problem the gateway would find in `file`, found the same way (preprocess files are imported and
-    `load` is called within `load_timeout`, onnxruntime models are opened), without a running Triton."""
+    `load` is called within `load_timeout`, models are opened), without a running Triton and without loading a
+    pickled model (its code would run here: the gateway's workers load it)."""
     offline = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)  # never called while building
     unused = UserThreads(1, stuck_after=1.0)  # no request runs: nothing is ever sent to it
-    built = ConfiguredEndpoints.build(file, offline, "http://127.0.0.1:1/serve", base_dir, unused, load_timeout)
+    built = ConfiguredEndpoints.build(file, offline, "http://127.0.0.1:1/serve", base_dir, unused, load_timeout, False)
     built.unload()  # every instance that got load() gets its unload()
     return built.errors

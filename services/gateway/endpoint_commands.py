@@ -75,7 +75,11 @@ def endpoints_add(
     model_version: str = typer.Option("", help="Triton model version ('' = latest)."),
     version: str = typer.Option(None, help="Version in /serve/NAME/VERSION (default: any)."),
     preprocess: Path = typer.Option(None, help="Python file with class Preprocess (clearml-serving contract)."),
-    model_file: str = typer.Option(None, help="Passed to Preprocess.load(); the model of sklearn, xgboost, lightgbm."),
+    model_file: str = typer.Option(
+        None,
+        help="Passed to Preprocess.load(); the model of sklearn (.skops; a joblib/pickle file runs code when loaded), "
+        "xgboost (.json, .ubj), lightgbm (its text model).",
+    ),
     input: list[str] = typer.Option(
         [], "--input", help="NAME:DTYPE:SHAPE, repeat in the order preprocess returns them (or --input-name ...)."
     ),
@@ -94,8 +98,9 @@ def endpoints_add(
     file: Path = ENDPOINTS_FILE,
 ) -> None:
     """Add or replace an endpoint. The whole resulting file is checked as the gateway checks it (preprocess files
-    imported, models opened), and a triton endpoint's model and tensors against Triton when it answers; an invalid
-    change is refused and the file is left as it was.
+    imported, models opened; a pickled model only by its first bytes: its loading runs code, and only the gateway
+    loads it), and a triton endpoint's model and tensors against Triton when it answers; an invalid change is
+    refused and the file is left as it was.
 
     Dtypes are Triton names (INT64, FP32, BYTES...) or numpy names (int64, float32, object...); shapes start with
     the batch axis, -1 for a dynamic one."""
@@ -115,6 +120,7 @@ def endpoints_add(
             outputs=outputs,
         )
         listed = {direction for direction, used in (("input", listed_in), ("output", listed_out)) if used}
+        warn_if_code(config, file)
         check_triton(config, triton_url, listed)
         add_endpoint(file, name, config)
     except ServingError as exc:
@@ -141,6 +147,16 @@ def _config(**fields):
             (word for word in ("input", "output") if message.startswith(word + " ")), "model"
         )
         raise InvalidInput(f"--{option}: {message}") from None
+
+
+def warn_if_code(config, file: Path) -> None:
+    """One warning line when the endpoint's engine runs code in loading its model file (a pickle)."""
+    from services.gateway.configured import model_file
+    from services.gateway.model_files import runs_code, runs_code_warning
+
+    path = model_file(config, file.resolve().parent)
+    if path and runs_code(config.engine, path):
+        console.print(f"warning: {runs_code_warning(config.model_file)}", markup=False)
 
 
 def check_triton(config, url: str | None, listed: set[str]) -> None:

@@ -7,7 +7,7 @@ the user's Preprocess methods each one calls (clearml-serving's `serving/preproc
 | `onnxruntime`  | the declared tensors through an exported model in-process (this project's own engine)     |
 | `custom`       | the user's `process` (sync, or async)                                                      |
 | `custom_async` | the user's `process`; `send_request` returns an awaitable in async code                   |
-| `sklearn`      | `model.predict(data)`: `joblib.load(model file)`, or what the user's `load()` returned    |
+| `sklearn`      | `model.predict(data)`: a skops file, or `joblib.load(model file)`, or `load()`'s model   |
 | `xgboost`      | `model.predict(data)`: `xgboost.Booster().load_model(model file)`, or `load()`'s model   |
 | `lightgbm`     | `model.predict(data)`: `lightgbm.Booster(model_file=...)`, or `load()`'s model            |
 
@@ -16,18 +16,18 @@ through). The model engines never call a user `process`. clearml-serving's Trito
 the class has one: only an `async def process` can run there, so only that one replaces the Triton call here (a sync
 `process`, such as the preprocess template's pass-through, is not called and the request goes to Triton).
 The ML libraries are optional extras (`pip install 'transformer-serving[sklearn]'`, ...): `missing` names the one to
-install.
+install. `model_files` reads the model files, and says which of them run code when loaded.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from services.common.errors import ConfigurationError
+from services.gateway import model_files
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ ENGINES: dict[str, Engine] = {
         Engine("onnxruntime", "inference", "async", tensors=True),
         Engine("custom", "inference", "always"),
         Engine("custom_async", "inference", "always"),
-        Engine("sklearn", "inference", "never", module="joblib", extra="sklearn"),
+        Engine("sklearn", "inference", "never", module="skops", extra="sklearn"),
         Engine("xgboost", "inference", "never", module="xgboost", extra="xgboost"),
         Engine("lightgbm", "inference", "never", module="lightgbm", extra="lightgbm"),
     )
@@ -71,20 +71,23 @@ def missing(engine: str) -> str | None:
     )
 
 
-def load_model(engine: str, model_file: str | None) -> Any:
-    """The model of a model engine, loaded from `model_file` with the library's own loader, as clearml-serving does."""
+def load_model(engine: str, model_file: str | None, unpickle: bool = True) -> Any:
+    """The model of a model engine, loaded from `model_file` with the library's own loader, as clearml-serving does
+    (`model_files`); None for a pickle when `unpickle` is False: checked, not loaded (its loading runs code)."""
     if problem := missing(engine):
         raise ConfigurationError(problem)
     if not model_file:
         raise ConfigurationError(
             f"engine '{engine}' needs a model file (`--model-file PATH`), or a Preprocess.load() that returns the model"
         )
-    loaders: dict[str, Callable[[str], Any]] = {"sklearn": _joblib, "xgboost": _xgboost, "lightgbm": _lightgbm}
     try:
-        return loaders[engine](model_file)
+        return model_files.load(engine, model_file, unpickle)
+    except ConfigurationError:
+        raise
     except Exception as exc:  # noqa: BLE001 - each library fails in its own way; say which file and why
         raise ConfigurationError(
-            f"engine '{engine}' cannot load model file {model_file}: {_first_line(exc)}; it reads {FORMATS[engine]}"
+            f"engine '{engine}' cannot load model file {model_file}: {_first_line(exc)}; "
+            f"it reads {model_files.FORMATS[engine]}"
         ) from None
 
 
@@ -95,30 +98,9 @@ PREDICTS_ON = {
 }
 """What each model engine's predict takes, said when preprocess returned something else."""
 
-FORMATS = {
-    "sklearn": "a model saved with joblib.dump (or pickle.dump)",
-    "xgboost": "a model saved with Booster.save_model / XGBModel.save_model (.json or .ubj)",
-    "lightgbm": "a model saved with Booster.save_model (its text format)",
-}
-"""What each model engine's loader reads, said when it cannot load a file."""
-
 
 def _first_line(exc: Exception) -> str:
     """The library's own reason, without the backtrace a native library appends (xgboost's C++ stack)."""
     lines = str(exc).strip().splitlines()
     reason = lines[0][:300] if lines else ""
     return f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
-
-
-def _joblib(path: str) -> Any:
-    return importlib.import_module("joblib").load(filename=path)
-
-
-def _xgboost(path: str) -> Any:
-    booster = importlib.import_module("xgboost").Booster()
-    booster.load_model(path)
-    return booster
-
-
-def _lightgbm(path: str) -> Any:
-    return importlib.import_module("lightgbm").Booster(model_file=path)

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import joblib
 import numpy as np
 import pytest
 
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
+from services.gateway.model_files import skops_io
 from services.triton.repository import RenderOptions
 from tests.support.docblocks import REPO, blocks, problems_of
 from tests.support.models import reference_outputs
@@ -34,7 +34,7 @@ from tests.support.servers import Server, start_gateway, start_triton
 
 EXAMPLES = REPO / "examples"
 INDEPENDENT = ("sklearn", "xgboost", "lightgbm", "custom", "triton")
-TRAINED = ("*.pkl", "xgb-model.json", "lgbm-model.txt")
+TRAINED = ("*.skops", "xgb-model.json", "lgbm-model.txt")
 IRIS = {0: [5.1, 3.5, 1.4, 0.2], 1: [7.0, 3.2, 4.7, 1.4], 2: [6.3, 3.3, 6.0, 2.5]}
 """One flower of each species (the iris data's rows 0, 50 and 100), by species."""
 
@@ -108,7 +108,7 @@ def test_sklearn_engine_predicts_with_the_trained_model(examples):
     run = examples.ran("sklearn")
     assert run.outputs[0] == {"y": [2]}
     assert "x2, x3 missing" in run.outputs[1]["error"]["message"]
-    model = joblib.load(examples.model_file("sklearn/sklearn-model.pkl"))
+    model = skops_io().load(examples.model_file("sklearn/sklearn-model.skops"))
     for species, row in IRIS.items():
         assert examples.post("iris-sklearn", flower(row)) == {"y": model.predict([row]).tolist()} == {"y": [species]}
     assert EndpointsFile.read(examples.workspace / "endpoints.json").endpoints["iris-sklearn"].engine == "sklearn"
@@ -141,7 +141,7 @@ def test_lightgbm_engine_predicts_with_the_trained_booster(examples):
 
 def test_custom_engine_runs_the_model_its_load_read(examples):
     examples.ran("custom")
-    model = joblib.load(examples.model_file("custom/custom-model.pkl"))
+    model = skops_io().load(examples.model_file("custom/custom-model.skops"), trusted=["sklearn.tree._tree.Tree"])
     for features in ([1.0, 2.0, -0.5], [-2.0, -1.0, 1.0], [0.3, -1.2, 2.2]):
         probabilities = model.predict_proba([features])
         assert examples.post("custom-forest", {"features": features}) == {
@@ -170,7 +170,7 @@ def test_custom_async_pipeline_fans_out_while_other_requests_are_served(examples
     assert len(shown) == 4 and set(shown) <= {*examples.runs["sklearn"].commands, *examples.runs["xgboost"].commands}
     assert run.outputs[0] == {"y": [2, 2]}
     assert "/iris-sklearn/, /iris-xgboost/ answered an error" in run.outputs[1]["error"]["message"]
-    model = joblib.load(examples.model_file("sklearn/sklearn-model.pkl"))
+    model = skops_io().load(examples.model_file("sklearn/sklearn-model.skops"))
     booster = xgb.Booster()
     booster.load_model(examples.model_file("xgboost/xgb-model.json"))
     expected = {

@@ -1,6 +1,7 @@
 """The model engines (sklearn, xgboost, lightgbm) and where their model comes from, as in clearml-serving: what the
-user's `load()` returned when it is not None, else the model file through the library's own loader (joblib.load,
-xgboost.Booster().load_model, lightgbm.Booster(model_file=...)); tiny models made here with the real libraries."""
+user's `load()` returned when it is not None, else the model file through the library's own loader (skops.io.load
+or joblib.load, xgboost.Booster().load_model, lightgbm.Booster(model_file=...)); tiny models made here with the real
+libraries, in each format the engine reads."""
 
 import asyncio
 
@@ -10,6 +11,7 @@ import pytest
 from services.common.errors import ConfigurationError
 from services.gateway import engines
 from services.gateway.endpoints import EndpointConfig
+from services.gateway.model_files import skops_io
 from tests.unit.gateway.test_configured import build
 
 
@@ -18,11 +20,17 @@ def collect(values: dict) -> None:
 
 
 def make_sklearn(path) -> np.ndarray:
+    """y = 2x + 1, saved with skops for a .skops path, else with joblib (clearml-serving's format: it runs code)."""
     import joblib
     from sklearn.linear_model import LinearRegression
 
+    sio = skops_io()
     x = np.array([[0.0], [1.0], [2.0], [3.0]])
-    joblib.dump(LinearRegression().fit(x, 2 * x[:, 0] + 1), path)
+    model = LinearRegression().fit(x, 2 * x[:, 0] + 1)
+    if str(path).endswith(".skops"):
+        sio.dump(model, path)
+    else:
+        joblib.dump(model, path)
     return np.array([[10.0]])
 
 
@@ -46,9 +54,11 @@ def make_lightgbm(path) -> np.ndarray:
 
 
 MODELS = {
-    "sklearn": ("model.joblib", make_sklearn),
-    "xgboost": ("model.json", make_xgboost),
-    "lightgbm": ("model.txt", make_lightgbm),
+    ("sklearn", "model.skops"): make_sklearn,
+    ("sklearn", "model.joblib"): make_sklearn,  # parity: clearml-serving's sklearn engine loads joblib files
+    ("xgboost", "model.json"): make_xgboost,
+    ("xgboost", "model.ubj"): make_xgboost,
+    ("lightgbm", "model.txt"): make_lightgbm,
 }
 TO_XGBOOST = """
 import xgboost
@@ -63,10 +73,9 @@ class Preprocess:
 """
 
 
-@pytest.mark.parametrize("engine", ["sklearn", "xgboost", "lightgbm"])
-def test_a_model_engine_loads_its_model_file_with_the_librarys_own_loader(tmp_path, engine):
-    name, make = MODELS[engine]
-    data = make(tmp_path / name)
+@pytest.mark.parametrize(("engine", "name"), list(MODELS), ids=[f"{e}-{n}" for e, n in MODELS])
+def test_a_model_engine_loads_its_model_file_with_the_librarys_own_loader(tmp_path, engine, name):
+    data = MODELS[engine, name](tmp_path / name)
     preprocess = None
     if engine == "xgboost":  # its Booster predicts on a DMatrix only: preprocess makes one, load() returns None
         (tmp_path / "to_dmatrix.py").write_text(TO_XGBOOST)
