@@ -8,6 +8,7 @@ an existing one that others could read is narrowed."""
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 PRIVATE_UMASK = 0o077
@@ -45,3 +46,16 @@ def narrow(path: Path) -> None:
     """An existing file made 0600 (a database or a secret left readable by a run before); a missing one is left so."""
     if path.is_file() and path.stat().st_mode & 0o777 != FILE_MODE:
         path.chmod(FILE_MODE)
+
+
+def ensure_secret(path: Path) -> bool:
+    """A random token written to `path` (0600, in a private directory) unless the file exists; whether it was
+    written here (False: it existed, or another process wrote it first)."""
+    private_dir(path.parent)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return False
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(secrets.token_urlsafe(32) + "\n")
+    return True

@@ -4,14 +4,12 @@ lifecycle controller deploys registry versions into the same Triton."""
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import sys
 from pathlib import Path
 
 from services.common.contract import Manifest
 from services.common.errors import ConfigurationError
-from services.common.private import FILE_MODE, narrow, private_dir
+from services.common.private import ensure_secret, narrow, private_dir
 from services.common.settings import default_state_url
 from services.common.tokenization import default_buckets
 from services.launcher import ProcessSpec
@@ -79,11 +77,8 @@ def ensure_admin_token(run_dir: Path) -> Path:
     """The admin API's bearer token: generated at the first start into the run directory, readable by its owner
     only; `GATEWAY_ADMIN_TOKEN` in the gateway's environment takes precedence over it. One that exists is kept, made
     0600 if it was not; an empty or blank one is a ConfigurationError (the gateway would refuse it too)."""
-    path = private_dir(run_dir) / ADMIN_TOKEN_FILE
-    if not path.exists():
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(secrets.token_urlsafe(32) + "\n")
+    path = run_dir / ADMIN_TOKEN_FILE
+    if ensure_secret(path):
         return path
     narrow(path)
     if path.is_file() and not path.read_text(errors="replace").strip():

@@ -9,11 +9,10 @@ Secret). It is on tritonserver's command line, which other users of the host can
 
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
 
 from services.common.errors import ConfigurationError
+from services.common.private import ensure_secret
 
 HEADER = "x-model-control-key"
 """The HTTP header carrying the key."""
@@ -25,15 +24,7 @@ GROUP = "model-repository"
 
 def ensure_control_key(path: Path) -> str:
     """The key in `path`, generated there (0600) when the file is missing."""
-    path = Path(path)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process wrote it first
-            return read_control_key(path)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(secrets.token_urlsafe(32) + "\n")
+    ensure_secret(Path(path))
     return read_control_key(path)
 
 
