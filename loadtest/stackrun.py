@@ -54,7 +54,8 @@ def groups_rss(pgids: list[int]) -> dict[int, tuple[int, str, int]]:
 @dataclass
 class RunningStack:
     options: StackOptions
-    launcher: Launcher
+    launcher: Launcher | None
+    """What started the processes here; None for a stack another command started (`loadtest.ab.stack`)."""
 
     @property
     def base_url(self) -> str:
@@ -80,11 +81,16 @@ class RunningStack:
     def request_format(self) -> str:
         return "kserve" if self.options.stack in DIRECT_TRITON else "serve"
 
+    def groups(self) -> dict[str, int]:
+        """The stack's process groups by process name (gateway, triton, ...)."""
+        return {spec.name: proc.pid for spec, proc in self.launcher.procs}
+
     def cpu_seconds(self) -> tuple[float, float]:
         """CPU seconds used so far by (every server process of the stack, the process group receiving requests):
         for STACK=clearml the second is the gateway alone, everything outside Triton."""
-        cpu = groups_cpu_seconds([proc.pid for _, proc in self.launcher.procs])
-        per_group = {spec.name: cpu[proc.pid] for spec, proc in self.launcher.procs}
+        groups = self.groups()
+        cpu = groups_cpu_seconds(list(groups.values()))
+        per_group = {name: cpu[pgid] for name, pgid in groups.items()}
         front = next((name for name in ("gateway", "fastapi") if name in per_group), "triton")
         return sum(per_group.values()), per_group[front]
 
@@ -105,7 +111,7 @@ class RunningStack:
     def rss(self) -> dict[str, int]:
         """Resident bytes of every process of the stack, keyed `group/command/pid` (gunicorn's workers, Triton's
         Python-backend stubs each by name)."""
-        names = {proc.pid: spec.name for spec, proc in self.launcher.procs}
+        names = {pgid: name for name, pgid in self.groups().items()}
         found = groups_rss(list(names))
         return {f"{names[group]}/{name}/{pid}": size for pid, (group, name, size) in found.items()}
 

@@ -1,12 +1,12 @@
 """`loadtest`: attack a stack and report, Vegeta-style; run the benchmark matrix, the tuning, the overload and the
-soak. One module per group of commands (`attack`, `bench`, `overload`), registered here in the order `--help`
-lists them."""
+soak; race two revisions. One module per group of commands (`attack`, `bench`, `overload`, `ab`), registered here in
+the order `--help` lists them."""
 
 from __future__ import annotations
 
 import typer
 
-from loadtest.cli import attack, bench, overload
+from loadtest.cli import ab, attack, bench, overload
 
 app = typer.Typer(
     help="Open-loop (Vegeta-style) and closed-loop (ab-style) load tests of the serving stacks.", no_args_is_help=True
@@ -19,6 +19,7 @@ app.command("soak")(overload.soak_command)
 app.command("tune")(bench.tune_command)
 app.command("bench")(bench.bench_command)
 app.command("plot")(bench.plot_command)
+app.command("ab")(ab.ab_command)
 app.command("payloads")(attack.payloads_command)
 
 
