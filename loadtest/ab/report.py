@@ -12,9 +12,9 @@ from loadtest.ab.plan import BASE, HEAD
 
 COLUMNS = (
     "| model | configuration | BASE req/s | HEAD req/s | HEAD/BASE req/s (min-max) | verdict "
-    "| BASE front CPU µs/req | HEAD front CPU µs/req | HEAD/BASE CPU (min-max) | CPU verdict |"
+    "| BASE front CPU µs/req | HEAD front CPU µs/req | HEAD/BASE CPU (min-max) | CPU verdict | others' CPUs (min-max) |"
 )
-_ALIGN = "|---|---|---:|---:|---:|---|---:|---:|---:|---|"
+_ALIGN = "|---|---|---:|---:|---:|---|---:|---:|---:|---|---:|"
 
 RULE = (
     "Each round runs both trees back to back (which goes first alternates: A B, B A, ...), so the ratio of a round "
@@ -22,7 +22,9 @@ RULE = (
     "HEAD/BASE throughput ratio is below 1 and the median's drop exceeds both the ratios' range (max - min) and "
     "{min_change:.0%}; `faster` the same above 1; else `no change`. The CPU verdict applies the same rule to the "
     "front's CPU per request (`more CPU` above 1). Front CPU: the processes that receive the requests (the "
-    "gateway's for clearml, Triton's for the ensemble), per successful request."
+    "gateway's for clearml, Triton's for the ensemble), per successful request. Others' CPUs: what processes "
+    "other than the stack and the load generator used during the row's steps (median and min-max over both trees' "
+    "rounds): the neighbours' load the ratios had to see through."
 )
 
 
@@ -33,6 +35,8 @@ class Row:
     throughput: Comparison
     cpu: Comparison
     worst_success: float
+    others: list[float]
+    """CPUs other processes used during each of the row's steps."""
 
 
 def _by_round(records: list[dict], tree: str, field: str) -> list[float | None]:
@@ -54,12 +58,21 @@ def rows(records: list[dict]) -> list[Row]:
             _by_round(paired, HEAD, "front_cpu_us_per_request"),
             higher_is_better=False,
         )
-        found.append(Row(model, config, throughput, cpu, min((r["success"] for r in mine), default=0.0)))
+        success = min((r["success"] for r in mine), default=0.0)
+        others = [r["cpus"]["others"] for r in mine if r.get("cpus")]
+        found.append(Row(model, config, throughput, cpu, success, others))
     return found
 
 
 def _number(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _spread_text(values: list[float]) -> str:
+    """`1.2 (0.4-1.6)`: median and min-max, or `-`."""
+    if not values:
+        return "-"
+    return f"{median_of(values):.1f} ({min(values):.1f}-{max(values):.1f})"
 
 
 def table(found: list[Row], min_change: float) -> str:
@@ -69,7 +82,8 @@ def table(found: list[Row], min_change: float) -> str:
         lines.append(
             f"| {row.model} | {row.config} | {_number(median_of(t.base))} | {_number(median_of(t.head))} "
             f"| {ratio_text(t)} | {t.verdict(min_change)} | {_number(median_of(c.base), 0)} "
-            f"| {_number(median_of(c.head), 0)} | {ratio_text(c)} | {c.verdict(min_change)} |"
+            f"| {_number(median_of(c.head), 0)} | {ratio_text(c)} | {c.verdict(min_change)} "
+            f"| {_spread_text(row.others)} |"
         )
     return "\n".join(lines)
 

@@ -17,6 +17,7 @@ from loadtest.ab.stack import tree_stack
 from loadtest.ab.trees import Tree
 from loadtest.matrix.config import MatrixConfig
 from loadtest.matrix.measure import ConfigRound
+from loadtest.overload import cpu
 
 
 @dataclass
@@ -80,14 +81,18 @@ def run_steps(
 
 
 def run_step(step: Step, tree: Tree, model_dir: Path, settings: AbSettings, out: Path) -> dict:
-    """One tree's stack up for the step, its saturated closed loop, down; its run directory is kept only when the
-    step fails (its logs say why)."""
+    """One tree's stack up for the step, its saturated closed loop, down; with who had the machine's CPUs meanwhile
+    (the stack, the load generator, other processes, steal, idle: warm-up and measurement). Its run directory is
+    kept only when the step fails (its logs say why)."""
     spec = run_spec(step.config)
     raw_dir = out / "raw" / step.tree.lower() / step.model
     raw_dir.mkdir(parents=True, exist_ok=True)
     run_dir = out / "runs" / f"r{step.round}-{step.tree.lower()}-{step.model}-{step.config}"
     with tree_stack(tree, spec, model_dir, run_dir, settings.ready_timeout) as stack:
+        start = cpu.read(stack)
         measurement = ConfigRound(settings.matrix(), spec, stack, raw_dir, step.round).saturate()
+        phase = cpu.phase_cpu(start, cpu.read(stack), cpu.cpu_limit())
         served_from = sorted(map(str, stack.working_dirs()))
     shutil.rmtree(run_dir, ignore_errors=True)
-    return asdict(step) | {"commit": tree.label, "served_from": served_from} | asdict(measurement)
+    cpus = {k: round(getattr(phase, k), 3) for k in ("stack", "harness", "others", "steal", "idle")}
+    return asdict(step) | {"commit": tree.label, "served_from": served_from, "cpus": cpus} | asdict(measurement)

@@ -69,6 +69,7 @@ def test_bench_ab_races_head_against_a_worktree_of_its_commit(tmp_path, tiny_mod
     assert served == {"HEAD": [str(ROOT)], "BASE": [str(base_root.resolve())]}, "each tree serves its own code"
     for r in records:
         assert r["success"] == 1.0 and r["throughput"] > 0 and r["front_cpu_us_per_request"] > 0, r
+        assert r["cpus"]["stack"] > 0 and r["cpus"]["others"] >= 0, "who had the CPUs during the step"
     report = (run / "report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| tiny | clearml-w1 |"))
     assert "| no verdict |" in row, "one round decides nothing"

@@ -83,8 +83,9 @@ def test_configuration_names_map_to_the_matrix_driver_s():
         parse_models("small")
 
 
-def record(round_no, tree, tput, cpu=1000.0, success=1.0, config="clearml-w1", model="tiny"):
+def record(round_no, tree, tput, cpu=1000.0, success=1.0, config="clearml-w1", model="tiny", others=0.5):
     return {
+        "cpus": {"stack": 1.2, "harness": 0.3, "others": others, "steal": 0.0, "idle": 0.0},
         "round": round_no,
         "tree": tree,
         "model": model,
@@ -98,8 +99,8 @@ def record(round_no, tree, tput, cpu=1000.0, success=1.0, config="clearml-w1", m
 
 def test_the_report_pairs_finished_rounds_and_gives_each_configuration_its_verdicts():
     records = [
-        record(1, HEAD, 90.0, 1100.0),
-        record(1, BASE, 100.0, 1000.0),
+        record(1, HEAD, 90.0, 1100.0, others=0.2),
+        record(1, BASE, 100.0, 1000.0, others=0.9),
         record(2, BASE, 100.0, 1000.0),
         record(2, HEAD, 91.0, 1110.0),
         record(3, HEAD, 92.0, 1105.0),
@@ -112,7 +113,7 @@ def test_the_report_pairs_finished_rounds_and_gives_each_configuration_its_verdi
     assert gateway.throughput.ratios == pytest.approx([0.90, 0.91, 0.92])
     text = table(rows(records), 0.03)
     assert "| tiny | clearml-w1 | 100.0 | 91.0 | 0.910 (0.900-0.920) | slower | 1000 | 1105 " in text
-    assert "| 1.105 (1.100-1.110) | more CPU |" in text
+    assert "| 1.105 (1.100-1.110) | more CPU | 0.5 (0.2-0.9) |" in text, "others' CPUs: median and min-max"
     assert "| tiny | triton | 500.0 | 500.0 | 1.000 (1.000-1.000) | no verdict |" in text
     assert slower(records, 0.03) == ["tiny clearml-w1"]
     meta = {

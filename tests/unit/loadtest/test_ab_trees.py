@@ -107,3 +107,16 @@ def test_the_builder_digest_follows_the_builder_s_code(tmp_path):
     assert code_digest(tmp_path / "h") == code_digest(tmp_path / "b")
     (tmp_path / "b" / "services" / "common" / "contract.py").write_text("Y = 1\n")
     assert code_digest(tmp_path / "h") != code_digest(tmp_path / "b")
+
+
+def test_a_recorded_stack_s_processes_are_its_pid_files_but_the_supervisor_s(tmp_path):
+    import os
+
+    from loadtest.ab.stack import RecordedStack
+    from services.stacks import StackOptions
+
+    for name in ("triton", "gateway", "supervisor"):
+        (tmp_path / f"{name}.pid").write_text(f"{os.getpid()}\n")
+    stack = RecordedStack(StackOptions(stack="clearml", run_dir=tmp_path), None)
+    assert stack.groups() == {"triton": os.getpid(), "gateway": os.getpid()}
+    assert stack.working_dirs() == {Path.cwd().resolve()}

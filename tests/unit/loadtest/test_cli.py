@@ -14,7 +14,7 @@ from loadtest.cli.options import labels
 
 def test_every_command_is_listed():
     text = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "120"}).output
-    for command in ("attack", "report", "matrix", "overload", "soak", "tune", "bench", "plot", "payloads"):
+    for command in ("attack", "report", "matrix", "overload", "soak", "tune", "bench", "plot", "ab", "payloads"):
         assert f" {command} " in text
 
 
