@@ -115,6 +115,14 @@ STATE_STORE_UP = Gauge(
     ["backend"],
     multiprocess_mode="livemin",  # labelled: a process that never polls a store (gunicorn's master) adds no sample
 )
+STATE_STORE_REGRESSED = Gauge(
+    "serving_state_store_regressed",
+    "1 while a worker finds that the deployment state store lost its state (no tables, an empty or foreign file) or "
+    "holds an older one than the worker applied: not applied, the last good state keeps serving until an operator "
+    "restores the store (`serving state restore FILE`), by the store's kind",
+    ["backend"],
+    multiprocess_mode="livemax",
+)
 MODEL_INFO = Gauge(
     "serving_model_info",
     "The model being served (value 1)",

@@ -10,6 +10,7 @@ from services.commands.multivalue import MultiValueGroup
 from services.gateway.endpoint_commands import endpoints_app
 from services.gateway.metrics_commands import metrics_app
 from services.lifecycle.cli import register_commands
+from services.lifecycle.commands_state import state_app
 
 # Every group is a MultiValueGroup: an option that may be repeated also takes several values after one flag, as
 # clearml-serving's do (`--weights 0.1 0.9`, `--input-name a b c`).
@@ -25,6 +26,7 @@ model_app = typer.Typer(
 app.add_typer(model_app, name="model", cls=MultiValueGroup)
 app.add_typer(endpoints_app, name="endpoints", cls=MultiValueGroup)
 app.add_typer(metrics_app, name="metrics", cls=MultiValueGroup)
+app.add_typer(state_app, name="state", cls=MultiValueGroup)
 register_commands(model_app, app)
 # In this order in `--help`.
 model_app.command("build")(model.build)

@@ -1,108 +1,64 @@
-"""Deployment state: which registry versions each endpoint has, in which state, with which traffic policy; and which
-versions each Triton replica holds ready.
+"""The shared deployment state store: which registry versions each endpoint has (`services.lifecycle.deployments`),
+and which versions each Triton replica holds ready.
 
 The desired state is one JSON document with a revision number, in a database every process reaches
 (`SERVING_STATE_URL`): embedded SQLite under the run directory by default (`make up` starts no extra server),
 PostgreSQL for a fleet (the registry's database server, tables of its own). The controller and the admin API change it
-with `DeploymentStore.update` (compare-and-swap on the revision, retried); gateway workers poll `revision()` and rebuild
+with `DeploymentStore.update` (compare-and-swap on the revision, retried); gateway workers poll `stamp()` and rebuild
 their endpoints when it moved, so a traffic change reaches every worker within a poll interval and no request waits
 for it.
+
+Every store remembers the newest state it read (`state_memory`) and raises `StateLost` instead of returning a state
+that is gone or older (`state_rules`): a store that lost its state is not an empty state.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Literal, TypeVar
+from typing import TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 from sqlalchemy import Engine, select, update
 from sqlalchemy.engine import URL
 
-from services.common.contract import TensorSpec
 from services.common.errors import ConfigurationError, Unavailable
+from services.lifecycle import replica_reports
+from services.lifecycle.deployments import Deployments, EndpointState, Rollout, VersionPhase, VersionState, dump
 from services.lifecycle.state_db import (
     DOCUMENT,
-    REPLICAS,
+    StateLost,
     StateStoreUnavailable,
+    add_epoch_column,
+    create_sqlite_file,
     create_tables,
     open_engine,
     parse_url,
     reachable,
+    shape,
     sqlite_path,
-    upsert,
 )
+from services.lifecycle.state_memory import StateMemory, last_good_file
+from services.lifecycle.state_rules import Lost, Stamp, check_not_older, may_create
 
-__all__ = ["Deployments", "DeploymentStore", "EndpointState", "Rollout", "StateStoreUnavailable", "VersionState"]
+__all__ = [
+    "Deployments",
+    "DeploymentStore",
+    "EndpointState",
+    "Rollout",
+    "Stamp",
+    "StateLost",
+    "StateStoreUnavailable",
+    "VersionPhase",
+    "VersionState",
+]
 log = logging.getLogger(__name__)
 LEGACY_FILE = "deployments.json"
 """The state file of earlier releases, imported once into an empty SQLite store beside it."""
-VersionPhase = Literal["loading", "live", "draining", "rejected"]
 T = TypeVar("T")
-
-
-class VersionState(BaseModel):
-    version: str
-    """The registry version; also the version directory in Triton's model repository."""
-    state: VersionPhase = "loading"
-    model_dir: str | None = None
-    """Local copy of the version's artifacts (manifest, tokenizer, ONNX file), once fetched."""
-    reason: str | None = None
-    """Why it was rejected, or why a rollout rolled it back."""
-    deployed_at: str | None = None
-    drain_started: float | None = None
-    lineage: dict = Field(default_factory=dict)
-    """Registry name and version, run ids and URLs, data set, artifact hashes (see `services.registry`)."""
-
-
-class Rollout(BaseModel):
-    version: str
-    stable: str
-    steps: list[int] = Field(min_length=1)
-    """Traffic percentages for the new version, in order; the last one should be 100."""
-    dwell: float = Field(gt=0)
-    max_error_rate: float = Field(ge=0, le=1)
-    max_p99_ratio: float = Field(gt=0)
-    min_requests: int = Field(20, ge=1)
-    """Requests each version must have answered in a dwell window before it is judged."""
-    step: int = 0
-    step_started: float | None = None
-    baseline: dict | None = None
-    """The gateway's per-version counters when the step started (a `rollout.Snapshot`): kept here so that a
-    restarted controller judges the same window."""
-    status: Literal["running", "promoted", "rolled_back"] = "running"
-    outcome: str | None = None
-
-
-class EndpointState(BaseModel):
-    registered_name: str | None = None
-    """MLflow registered model whose new versions are deployed automatically (`serving model auto-update`)."""
-    max_versions: int = Field(2, ge=1)
-    """Live versions kept; older ones are drained and unloaded."""
-    contract_inputs: list[TensorSpec] = Field(default_factory=list)
-    contract_outputs: list[TensorSpec] = Field(default_factory=list)
-    """The endpoint's tensor contract, fixed by its first version: a version that differs is rejected."""
-    versions: dict[str, VersionState] = Field(default_factory=dict)
-    weights: dict[str, float] = Field(default_factory=dict)
-    """Canary split by version (`serving model canary --versions`); empty: the newest live version takes all."""
-    newest_weights: list[float] = Field(default_factory=list)
-    """Canary split over the newest live versions (`--newest N`), newest first."""
-    rollout: Rollout | None = None
-    removed: list[str] = Field(default_factory=list)
-    """Versions taken out with `serving model remove`: auto-update never deploys them again (a newer registry version
-    still comes in)."""
-
-    def live(self) -> list[str]:
-        """Live versions, newest first."""
-        return sorted((v for v, s in self.versions.items() if s.state == "live"), key=int, reverse=True)
-
-
-class Deployments(BaseModel):
-    endpoints: dict[str, EndpointState] = Field(default_factory=dict)
 
 
 class DeploymentStore:
@@ -111,22 +67,27 @@ class DeploymentStore:
     ATTEMPTS = 50
     """Compare-and-swap rounds one `update` gets while other writers keep winning (each round waits a little more)."""
 
-    def __init__(self, url: URL, engine: Engine):
+    def __init__(self, url: URL, engine: Engine, memory: StateMemory):
         self.url = url.render_as_string(hide_password=True)
         """The store's URL as logs and messages show it (no password)."""
         self.engine = engine
-        path = sqlite_path(url)
-        self._legacy = path.parent / LEGACY_FILE if path is not None else None
+        self.backend = engine.dialect.name
+        self.memory = memory
+        """The newest state this process (with a SQLite store: this host) read from the store."""
+        self.path = sqlite_path(url)
+        self._legacy = self.path.parent / LEGACY_FILE if self.path is not None else None
         self._ready = False
         self._ready_lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str) -> DeploymentStore:
         """The store at `url` (`sqlite:///<path>` or `postgresql+psycopg2://...`); a bad URL is a ConfigurationError.
-        Nothing is connected yet: the tables are created (if missing) on first use, so a store that is down now
-        fails the first call (`StateStoreUnavailable`), not the caller's start."""
+        Nothing is connected yet: the tables are created on first use where the store is new (`state_rules`), so a
+        store that is down now fails the first call (`StateStoreUnavailable`), not the caller's start. A SQLite
+        store's memory is the file beside it (`state_memory`); a PostgreSQL store's, the process's own."""
         parsed = parse_url(url)
-        return cls(parsed, open_engine(parsed))
+        path = sqlite_path(parsed)
+        return cls(parsed, open_engine(parsed), StateMemory(last_good_file(path) if path is not None else None))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -137,23 +98,40 @@ class DeploymentStore:
     def endpoint(self, name: str) -> EndpointState | None:
         return self.read().endpoints.get(name)
 
-    def revision(self) -> int:
-        """The state's revision: one query, grows with every change (0: never written)."""
+    def stamp(self) -> Stamp:
+        """The state's restore epoch and revision: one query; raises `StateLost` where older than one seen."""
         self._ensure()
-        with reachable(self.url), self.engine.connect() as conn:
-            return conn.execute(select(DOCUMENT.c.revision).where(DOCUMENT.c.id == 1)).scalar() or 0
+        with self._reachable(), self.engine.connect() as conn:
+            row = conn.execute(select(DOCUMENT.c.epoch, DOCUMENT.c.revision).where(DOCUMENT.c.id == 1)).first()
+        stamp = Stamp(row.epoch, row.revision) if row is not None else Stamp(0, 0)
+        self._check(stamp)
+        return stamp
+
+    def revision(self) -> int:
+        """The state's revision: grows with every change (0: never written)."""
+        return self.stamp().revision
+
+    def remembered(self) -> tuple[Stamp, Deployments] | None:
+        """The newest state this process or host read, as it read it (None: none, or no longer valid)."""
+        found = self.memory.remembered()
+        if found is None:
+            return None
+        try:
+            return found[0], Deployments.model_validate_json(found[1])
+        except (ValidationError, ValueError):
+            return None
 
     def update(self, change: Callable[[Deployments], T]) -> T:
-        """Read, apply `change` (which may raise to abort: nothing is written), write if the revision is still the
-        one read; else read again and apply `change` again to the newer state (so `change` may run several times,
-        each time on a fresh state). A change that changes nothing writes nothing (the revision stays)."""
+        """Read, apply `change` (which may raise to abort: nothing is written), write if the state is still the one
+        read; else read again and apply `change` again to the newer state (so `change` may run several times, each
+        time on a fresh state). A change that changes nothing writes nothing (the revision stays)."""
         for attempt in range(self.ATTEMPTS):
-            revision, document = self._row()
-            state = self._parse(revision, document)
-            before = _dump(state)
+            stamp, document = self._row()
+            state = self._parse(stamp, document)
+            before = dump(state)
             result = change(state)
-            after = _dump(state)
-            if after == before or self._swap(revision, after):
+            after = dump(state)
+            if after == before or self._swap(stamp, after):
                 return result
             time.sleep(random.uniform(0, 0.001 * 2 ** min(attempt, 5)))
         raise Unavailable(f"the deployment state changed under {self.ATTEMPTS} tries of one update; try again")
@@ -161,80 +139,95 @@ class DeploymentStore:
     def report_replica(self, replica: str, ready: dict[str, list[str]], now: float) -> None:
         """What `replica` holds ready now (endpoint -> versions), replacing its previous report."""
         self._ensure()
-        document = json.dumps({name: sorted(set(v), key=_by_number) for name, v in sorted(ready.items())})
-        statement = upsert(self.engine, REPLICAS).values(replica=replica, ready=document, reported_at=now)
-        statement = statement.on_conflict_do_update(
-            index_elements=[REPLICAS.c.replica], set_={"ready": document, "reported_at": now}
-        )
-        with reachable(self.url), self.engine.begin() as conn:
-            conn.execute(statement)
+        with self._reachable():
+            replica_reports.report(self.engine, replica, ready, now)
 
     def replicas(self, now: float, ttl: float) -> dict[str, dict[str, list[str]]]:
         """The replicas that reported within `ttl` seconds before `now`, with what each holds ready."""
         self._ensure()
-        with reachable(self.url), self.engine.connect() as conn:
-            rows = conn.execute(select(REPLICAS).where(REPLICAS.c.reported_at >= now - ttl)).all()
-        return {row.replica: json.loads(row.ready) for row in rows}
+        with self._reachable():
+            return replica_reports.recent(self.engine, now, ttl)
 
-    def _row(self) -> tuple[int, str]:
+    def _reachable(self):
+        return reachable(self.url, self.backend)
+
+    def _check(self, stamp: Stamp) -> None:
+        try:
+            check_not_older(stamp, self.memory.seen(), self.backend)
+        except Lost as lost:
+            raise StateLost(self.url, lost) from None
+
+    def _row(self) -> tuple[Stamp, str]:
         self._ensure()
-        return self._fetch()
+        stamp, document = self._fetch()
+        self._check(stamp)
+        return stamp, document
 
-    def _fetch(self) -> tuple[int, str]:
-        with reachable(self.url), self.engine.connect() as conn:
-            row = conn.execute(select(DOCUMENT.c.revision, DOCUMENT.c.document).where(DOCUMENT.c.id == 1)).first()
+    def _fetch(self) -> tuple[Stamp, str]:
+        columns = DOCUMENT.c.epoch, DOCUMENT.c.revision, DOCUMENT.c.document
+        with self._reachable(), self.engine.connect() as conn:
+            row = conn.execute(select(*columns).where(DOCUMENT.c.id == 1)).first()
         if row is None:  # deleted by hand: not an empty state (every gateway would drop its endpoints)
             raise ConfigurationError(f"the deployment state's row is missing from table {DOCUMENT.name}")
-        return row.revision, row.document
+        return Stamp(row.epoch, row.revision), row.document
 
-    def _swap(self, revision: int, document: str) -> bool:
-        """Write `document` as revision + 1 if the stored revision is still `revision`; False if another won."""
+    def _swap(self, stamp: Stamp, document: str) -> bool:
+        """Write `document` as the next revision if the stored state is still `stamp`; False if another won."""
         statement = (
             update(DOCUMENT)
-            .where(DOCUMENT.c.id == 1, DOCUMENT.c.revision == revision)
-            .values(revision=revision + 1, document=document)
+            .where(DOCUMENT.c.id == 1, DOCUMENT.c.epoch == stamp.epoch, DOCUMENT.c.revision == stamp.revision)
+            .values(revision=stamp.revision + 1, document=document)
         )
-        with reachable(self.url), self.engine.begin() as conn:
-            return conn.execute(statement).rowcount == 1
+        with self._reachable(), self.engine.begin() as conn:
+            swapped = conn.execute(statement).rowcount == 1
+        if swapped:
+            self.memory.record(Stamp(stamp.epoch, stamp.revision + 1), document)
+        return swapped
 
-    def _parse(self, revision: int, document: str) -> Deployments:
+    def _parse(self, stamp: Stamp, document: str) -> Deployments:
         try:
-            return Deployments.model_validate_json(document)
+            state = Deployments.model_validate_json(document)
         except (ValidationError, ValueError) as error:
-            raise ConfigurationError(f"the deployment state (revision {revision}) is invalid: {error}") from None
+            raise ConfigurationError(f"the deployment state ({stamp}) is invalid: {error}") from None
+        self.memory.record(stamp, document)
+        return state
 
     def _ensure(self) -> None:
-        """The tables and the state's row, created on first use if missing; the old state file imported once."""
+        """On first use: the store created where it is new, refused where it lost its state (`state_rules`); the
+        epoch column added to a store made before it; the old state file imported once into a new store."""
         if self._ready:
             return
         with self._ready_lock:
             if self._ready:
                 return
-            with reachable(self.url):
-                create_tables(self.engine, _dump(Deployments()))
+            with self._reachable():
+                self._create_or_check()
+                add_epoch_column(self.engine)
             self._import_legacy_file()
             self._ready = True
 
+    def _create_or_check(self) -> None:
+        try:
+            create = may_create(shape(self.engine, self.path), self.memory.seen(), self.backend)
+        except Lost as lost:
+            raise StateLost(self.url, lost) from None
+        if create and self.path is not None:
+            create_sqlite_file(self.path, dump(Deployments()))
+        elif create:
+            create_tables(self.engine, dump(Deployments()))
+
     def _import_legacy_file(self) -> None:
-        if self._legacy is None or not self._legacy.is_file() or self._fetch()[0] != 0:
+        if self._legacy is None or not self._legacy.is_file() or self._fetch()[0] != Stamp(0, 0):
             return
         try:
             state = Deployments.model_validate_json(self._legacy.read_text())
         except (ValidationError, ValueError, OSError) as error:
             log.error("%s not imported into the state store %s: %s", self._legacy, self.url, error)
             return
-        if self._swap(0, _dump(state)):
+        if self._swap(Stamp(0, 0), dump(state)):
             log.warning(
                 "imported the deployment state of %s (%d endpoints) into %s; the file is not read any more",
                 self._legacy,
                 len(state.endpoints),
                 self.url,
             )
-
-
-def _dump(state: Deployments) -> str:
-    return json.dumps(state.model_dump(exclude_none=True), separators=(",", ":"))
-
-
-def _by_number(version: str) -> tuple[int, str]:
-    return (len(version), version)

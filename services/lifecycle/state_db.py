@@ -3,20 +3,43 @@ a database failure means to the callers.
 
 SQLite is the embedded default (one file under the run directory, WAL so that readers never wait for the writer, a
 busy timeout so that writers queue instead of failing); PostgreSQL is the networked store of a fleet (the registry's
-database server, in tables of its own). Both go through SQLAlchemy Core: the same statements run on either."""
+database server, in tables of its own). Both go through SQLAlchemy Core: the same statements run on either.
+
+A SQLite store's file is opened, never created, by a connection: a file that went away is an error, not a new empty
+store. `create_sqlite_file` makes a new one whole, beside it, and links it into place, so a store file that exists
+always had its tables (`services.lifecycle.state_rules`)."""
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
-from sqlalchemy import Column, Engine, Float, Integer, MetaData, String, Table, Text, create_engine, event, exc
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Engine,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    exc,
+    inspect,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
 from services.common.errors import ConfigurationError, Unavailable
+from services.lifecycle.state_rules import Lost, Shape
 
 BUSY_TIMEOUT = 10.0
 """Seconds a SQLite writer waits for another one before it gives up."""
@@ -31,8 +54,10 @@ DOCUMENT = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("revision", Integer, nullable=False),
     Column("document", Text, nullable=False),
+    Column("epoch", BigInteger, nullable=False, server_default="0"),
 )
-"""One row (id 1): the whole desired state as JSON, and its revision (0: never written)."""
+"""One row (id 1): the whole desired state as JSON, its revision (0: never written) and its restore epoch (0: never
+restored; else when an operator restored or accepted it, in milliseconds)."""
 REPLICAS = Table(
     "serving_replica_reports",
     metadata,
@@ -50,6 +75,17 @@ class StateStoreUnavailable(Unavailable):
         super().__init__(f"the deployment state store {where} is unreachable: {reason}")
         self.reason = reason
         """The driver's words alone, for `/health/ready`."""
+
+
+class StateLost(StateStoreUnavailable):
+    """The store answers but lost its state (no tables, an empty or foreign file) or holds an older one than this
+    process saw: nothing is applied from it or written over it until an operator restores it."""
+
+    def __init__(self, where: str, lost: Lost):
+        Unavailable.__init__(self, f"the deployment state store {where} lost its state: {lost}")
+        self.reason = str(lost)
+        """What happened and what to do, without the store's address (for `/health/ready`)."""
+        self.lost = lost
 
 
 def parse_url(url: str) -> URL:
@@ -76,8 +112,12 @@ def open_engine(url: URL) -> Engine:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         # No pool: each use opens the file again, so a store whose file went away is noticed, not served from an
-        # open handle; opening a local file costs microseconds at these rates (a poll a second and worker).
-        engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": BUSY_TIMEOUT})
+        # open handle; opening a local file costs microseconds at these rates (a poll a second and worker). Opened
+        # read-write, never created: a missing file is "unable to open database file", not a new empty store.
+        uri = f"file:{quote(str(path.resolve()))}?mode=rw"
+        engine = create_engine(
+            url, poolclass=NullPool, creator=lambda: sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)
+        )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     args = {"connect_timeout": CONNECT_TIMEOUT, "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2}
@@ -85,6 +125,57 @@ def open_engine(url: URL) -> Engine:
         return create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=4, connect_args=args)
     except ModuleNotFoundError as missing:
         raise ConfigurationError(f"SERVING_STATE_URL needs the {missing.name} driver (psycopg2-binary)") from None
+
+
+def shape(engine: Engine, path: Path | None) -> Shape:
+    """What is where the store should be (`path`: a SQLite store's file), read without changing anything."""
+    if path is not None:
+        if not path.exists():
+            return "absent"
+        with path.open("rb") as file:
+            header = file.read(len(SQLITE_HEADER))
+        if not header:
+            return "empty file"
+        if header != SQLITE_HEADER:
+            return "not a database"
+    if inspect(engine).has_table(DOCUMENT.name):
+        return "tables"
+    return "no tables" if path is not None else "absent"
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file."""
+
+
+def create_sqlite_file(path: Path, empty_document: str) -> None:
+    """A new SQLite store at `path` (WAL mode, both tables, the state's row at revision 0), whole or not at all: made
+    beside it, then linked into place. Another process that made it first wins; this one uses theirs."""
+    new = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.new")
+    engine = create_engine(f"sqlite:///{new}", poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        create_tables(engine, empty_document)
+        engine.dispose()
+        os.link(new, path)
+    except FileExistsError:
+        pass
+    finally:
+        engine.dispose()
+        for leftover in (new, new.with_name(new.name + "-wal"), new.with_name(new.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+def add_epoch_column(engine: Engine) -> None:
+    """The `epoch` column, on a store made before it existed (its states are of epoch 0)."""
+    if any(column["name"] == "epoch" for column in inspect(engine).get_columns(DOCUMENT.name)):
+        return
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"ALTER TABLE {DOCUMENT.name} ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0")
+    except exc.DBAPIError as error:  # another process added it at the same moment
+        if "duplicate column" not in str(error.orig) and "already exists" not in str(error.orig):
+            raise
 
 
 def create_tables(engine: Engine, empty_document: str) -> None:
@@ -108,8 +199,8 @@ def upsert(engine: Engine, table: Table):
 
 
 def _sqlite_pragmas(connection, _record) -> None:
+    """Per connection: nothing that writes (WAL mode is set once, in the file, by `create_sqlite_file`)."""
     cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
@@ -121,10 +212,26 @@ def reason(error: exc.DBAPIError) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def lost_shape(error: exc.DBAPIError) -> Shape | None:
+    """What a database error says of a store that lost its state after a process saw it (its tables gone, its file
+    emptied or replaced); None for any other failure."""
+    text = reason(error)
+    if "no such table" in text or getattr(error.orig, "pgcode", None) == "42P01":  # 42P01: undefined_table
+        return "no tables"
+    if "file is not a database" in text:
+        return "not a database"
+    return None
+
+
 @contextmanager
-def reachable(where: str) -> Iterator[None]:
-    """Database failures inside as `StateStoreUnavailable`, naming the store (`where`, password hidden)."""
+def reachable(where: str, backend: str = "sqlite") -> Iterator[None]:
+    """Database failures inside as `StateStoreUnavailable` (`StateLost` where the tables are gone), naming the store
+    (`where`, password hidden)."""
     try:
         yield
     except exc.DBAPIError as error:
+        lost = lost_shape(error)
+        if lost is not None:
+            what = "its tables are gone" if lost == "no tables" else "its file is not a SQLite database"
+            raise StateLost(where, Lost(f"the store was read before, now {what}", backend, can_accept=False)) from error
         raise StateStoreUnavailable(where, reason(error)) from error

@@ -6,7 +6,10 @@ The shared deployment state (`SERVING_STATE_URL`) is read at the start of each t
 the wrong schema), the loop never dies on it: it says so once per distinct problem at WARNING, keeps the last good
 state it read, acts on no endpoint (no step decides from a state it cannot read, and nothing overwrites it), and
 carries on once it is readable again. A store that cannot be reached is an outside failure like the others: said,
-and tried again with exponential backoff, the last good state kept meanwhile."""
+and tried again with exponential backoff, the last good state kept meanwhile. A store that lost its state (its tables
+gone, an empty file) or holds an older one than the controller read (`services.lifecycle.state_rules`) is said once
+at ERROR with what to do; the controller acts on nothing and writes nothing until an operator restores the store,
+whose new epoch makes it newer."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from services.lifecycle.controller.rollouts import Rollouts
 from services.lifecycle.controller.triton_sync import TritonSync
 from services.lifecycle.ports import GatewayMetrics, Registry, TritonControl
 from services.lifecycle.settings import ControllerSettings
-from services.lifecycle.state import Deployments, DeploymentStore, StateStoreUnavailable
+from services.lifecycle.state import Deployments, DeploymentStore, StateLost, StateStoreUnavailable
 
 log = logging.getLogger("controller")
 
@@ -90,6 +93,9 @@ class Controller:
             return None
         try:
             state = self.store.read()
+        except StateLost as exc:
+            self._state_lost(exc)
+            return None
         except StateStoreUnavailable as exc:
             self._store_unreachable(exc)
             return None
@@ -111,6 +117,13 @@ class Controller:
             self.backoff.pop("state", None)
         self.last_good = state
         return state
+
+    def _state_lost(self, exc: StateLost) -> None:
+        problem = str(exc)
+        if problem != self.state_problem:
+            kept = len(self.last_good.endpoints) if self.last_good else 0
+            log.error("%s; the controller keeps the last good state (%d endpoints) and acts on none", problem, kept)
+            self.state_problem = problem
 
     def _store_unreachable(self, exc: StateStoreUnavailable) -> None:
         self.store_failures += 1

@@ -1,11 +1,16 @@
 """The gateway's watcher of the deployment state store: it rebuilds only when the revision moved, a state it cannot
 serve leaves the last one serving and says why, and a store it cannot reach leaves the last state serving while
-`/health/ready`'s `state_store` and `serving_state_store_up` show the outage, until the store answers again."""
+`/health/ready`'s `state_store` and `serving_state_store_up` show the outage, until the store answers again. A store
+that lost its state (emptied) or holds an older revision is not applied: the last state serves, `state_store` says
+what happened and what to do, `serving_state_store_regressed` is 1 and the log says it at ERROR; a worker restarted
+against it serves its host's last good state; a restored backup is followed again."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
+import sqlite3
 
 import pytest
 from prometheus_client import REGISTRY
@@ -104,3 +109,63 @@ def test_a_store_down_at_start_serves_nothing_yet_and_catches_up_once_it_answers
     assert watcher.names() == [] and watcher.health()["state_store"].startswith("unreachable: ")
     shutil.move(tmp_path / "away", tmp_path / "lifecycle")
     assert asyncio.run(watcher.check()) is True and watcher.names() == ["a"]
+
+
+def regressed() -> float | None:
+    return REGISTRY.get_sample_value("serving_state_store_regressed", {"backend": "sqlite"})
+
+
+def lost_errors(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and "lost its state" in r.getMessage()]
+
+
+def test_an_emptied_store_is_not_applied_and_the_last_state_serves_on_saying_so(store, tmp_path, caplog):
+    watcher, builds = watch(store)
+    add(store, "b")
+    asyncio.run(watcher.check())
+    (tmp_path / "lifecycle" / "state.db").write_bytes(b"")
+    for _ in range(3):
+        assert asyncio.run(watcher.check()) is False
+    assert watcher.names() == ["a", "b"] and builds == [1, 2], "nothing applied: the last state serves"
+    health = watcher.health()["state_store"]
+    assert health.startswith("lost: the store was read before, now its tables are gone"), health
+    assert health.endswith("restore a backup with `serving state restore FILE`") and "state.db" not in health
+    assert regressed() == 1.0 and up() == 1.0, "the store answers; its state is what is gone"
+    assert len(lost_errors(caplog)) == 1 and "serving revision 2" in lost_errors(caplog)[0], "said once, at ERROR"
+
+
+def test_an_older_revision_is_not_applied(store, tmp_path):
+    watcher, builds = watch(store)
+    add(store, "b")
+    add(store, "c")
+    asyncio.run(watcher.check())
+    with sqlite3.connect(tmp_path / "lifecycle" / "state.db") as conn:
+        conn.execute("""UPDATE serving_deployment_state SET revision = 1, document = '{"endpoints": {"a": {}}}'""")
+    assert asyncio.run(watcher.check()) is False and watcher.names() == ["a", "b", "c"] and builds == [1, 3]
+    assert "older than revision 3" in watcher.health()["state_store"] and regressed() == 1.0
+
+
+def test_a_worker_restarted_against_an_emptied_store_serves_the_last_good_state_of_its_host(store, tmp_path):
+    watch(store)
+    add(store, "b")
+    DeploymentStore.open(store.url).read()  # another worker read revision 2: the host's last good state
+    (tmp_path / "lifecycle" / "state.db").write_bytes(b"")
+    restarted, _ = watch(DeploymentStore.open(store.url))  # a new worker process: nothing in its own memory
+    assert restarted.names() == ["a", "b"], "not an empty state: no endpoint dropped"
+    assert restarted.health()["state_store"].startswith("lost: the store's file is empty (0 bytes)")
+    assert (tmp_path / "lifecycle" / "state.db").stat().st_size == 0, "no tables created in it"
+
+
+def test_a_restored_backup_of_an_older_revision_is_followed_again(store, tmp_path):
+    from services.lifecycle.state_backup import backup, restore
+
+    backup(store, tmp_path / "at1.db")
+    watcher, _ = watch(store)
+    add(store, "b")
+    asyncio.run(watcher.check())
+    (tmp_path / "lifecycle" / "state.db").write_bytes(b"")
+    asyncio.run(watcher.check())
+    assert watcher.health()["state_store"].startswith("lost: ")
+    restore(store, tmp_path / "at1.db")
+    assert asyncio.run(watcher.check()) is True and watcher.names() == ["a"], "revision 1, restored, is taken"
+    assert watcher.health() == {"state_store": "ok"} and regressed() == 0.0

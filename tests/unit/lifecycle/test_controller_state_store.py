@@ -1,7 +1,9 @@
 """The controller and a deployment state it cannot use. A document it cannot read (empty, not JSON, the wrong schema):
 said once, the last good state kept, neither Triton nor the state touched, the controller never dies, and carries on
 once the state is readable again. A store it cannot reach: an outside failure like the registry's, said at each try
-and tried again with exponential backoff, the last good state kept meanwhile."""
+and tried again with exponential backoff, the last good state kept meanwhile. A store that lost its state (emptied and
+made again empty by another process, or set back to an older revision): said once at ERROR, nothing written over it,
+and the controller follows it again once restored."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import logging
 import os
 import shutil
 import signal
+import sqlite3
 
 import pytest
 
@@ -116,3 +119,55 @@ def test_the_loop_outlives_a_failing_tick(world, caplog):
         signal.signal(signal.SIGINT, handlers[1])
     assert len(calls) == 2
     assert any("controller tick failed" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def raw(world: World) -> tuple:
+    """The stored row as it is, read with SQLite itself."""
+    with sqlite3.connect(world.settings.run_dir / "lifecycle" / "state.db") as conn:
+        return conn.execute("SELECT revision, document FROM serving_deployment_state").fetchone()
+
+
+def errors(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and r.name == "controller"]
+
+
+def recreate_empty(world: World) -> None:
+    """The store's file emptied, then its tables made again at revision 0 by a process that started on it."""
+    path = world.settings.run_dir / "lifecycle" / "state.db"
+    path.write_bytes(b"")
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE serving_deployment_state (id INTEGER PRIMARY KEY, revision INTEGER NOT NULL, "
+            "document TEXT NOT NULL, epoch BIGINT NOT NULL DEFAULT 0)"
+        )
+        conn.execute("""INSERT INTO serving_deployment_state VALUES (1, 0, '{"endpoints":{}}', 0)""")
+
+
+def set_back(world: World) -> None:
+    """The state's revision set back to 1 (an old copy of the state put back by hand), its versions as then."""
+    with sqlite3.connect(world.settings.run_dir / "lifecycle" / "state.db") as conn:
+        conn.execute("UPDATE serving_deployment_state SET revision = 1")
+
+
+@pytest.mark.parametrize("loss", [recreate_empty, set_back], ids=["emptied and recreated", "revision set back"])
+def test_a_store_that_lost_its_state_is_not_written_over_and_said_once_at_error(world, caplog, tmp_path, loss):
+    from services.lifecycle.state_backup import backup, restore
+
+    world.register()
+    world.tick()
+    world.tick()  # version 1 live, at revision 3 or more
+    backup(world.store, tmp_path / "good.db")
+    loss(world)
+    lost = raw(world)
+    world.register()  # a new version the controller must not deploy into a state that is not the store's real one
+    caplog.set_level(logging.INFO, logger="controller")
+    for _ in range(3):
+        tick(world, 1.0)
+    assert raw(world) == lost, "nothing written over it (no compare-and-swap from the older revision)"
+    assert world.serving() == {"1"} and world.triton.loads == 1, "Triton left as it was"
+    assert len(errors(caplog)) == 1 and "lost its state" in errors(caplog)[0], errors(caplog)
+    assert "`serving state restore FILE`" in errors(caplog)[0] and "acts on none" in errors(caplog)[0]
+    assert not any("carrying on" in r.getMessage() for r in caplog.records)
+    assert world.controller.last_good.endpoints["emb"].versions["1"].state == "live"
+    restore(world.store, tmp_path / "good.db")
+    assert world.tick(1.0).versions["2"].state == "live", "carries on from the restored state"

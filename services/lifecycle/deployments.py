@@ -1,0 +1,78 @@
+"""The deployment state as one document: each endpoint's registry versions, in which state, with which traffic policy.
+Pure data (pydantic models); `services.lifecycle.state.DeploymentStore` keeps it in the shared store."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from services.common.contract import TensorSpec
+
+VersionPhase = Literal["loading", "live", "draining", "rejected"]
+
+
+class VersionState(BaseModel):
+    version: str
+    """The registry version; also the version directory in Triton's model repository."""
+    state: VersionPhase = "loading"
+    model_dir: str | None = None
+    """Local copy of the version's artifacts (manifest, tokenizer, ONNX file), once fetched."""
+    reason: str | None = None
+    """Why it was rejected, or why a rollout rolled it back."""
+    deployed_at: str | None = None
+    drain_started: float | None = None
+    lineage: dict = Field(default_factory=dict)
+    """Registry name and version, run ids and URLs, data set, artifact hashes (see `services.registry`)."""
+
+
+class Rollout(BaseModel):
+    version: str
+    stable: str
+    steps: list[int] = Field(min_length=1)
+    """Traffic percentages for the new version, in order; the last one should be 100."""
+    dwell: float = Field(gt=0)
+    max_error_rate: float = Field(ge=0, le=1)
+    max_p99_ratio: float = Field(gt=0)
+    min_requests: int = Field(20, ge=1)
+    """Requests each version must have answered in a dwell window before it is judged."""
+    step: int = 0
+    step_started: float | None = None
+    baseline: dict | None = None
+    """The gateway's per-version counters when the step started (a `rollout.Snapshot`): kept here so that a
+    restarted controller judges the same window."""
+    status: Literal["running", "promoted", "rolled_back"] = "running"
+    outcome: str | None = None
+
+
+class EndpointState(BaseModel):
+    registered_name: str | None = None
+    """MLflow registered model whose new versions are deployed automatically (`serving model auto-update`)."""
+    max_versions: int = Field(2, ge=1)
+    """Live versions kept; older ones are drained and unloaded."""
+    contract_inputs: list[TensorSpec] = Field(default_factory=list)
+    contract_outputs: list[TensorSpec] = Field(default_factory=list)
+    """The endpoint's tensor contract, fixed by its first version: a version that differs is rejected."""
+    versions: dict[str, VersionState] = Field(default_factory=dict)
+    weights: dict[str, float] = Field(default_factory=dict)
+    """Canary split by version (`serving model canary --versions`); empty: the newest live version takes all."""
+    newest_weights: list[float] = Field(default_factory=list)
+    """Canary split over the newest live versions (`--newest N`), newest first."""
+    rollout: Rollout | None = None
+    removed: list[str] = Field(default_factory=list)
+    """Versions taken out with `serving model remove`: auto-update never deploys them again (a newer registry version
+    still comes in)."""
+
+    def live(self) -> list[str]:
+        """Live versions, newest first."""
+        return sorted((v for v, s in self.versions.items() if s.state == "live"), key=int, reverse=True)
+
+
+class Deployments(BaseModel):
+    endpoints: dict[str, EndpointState] = Field(default_factory=dict)
+
+
+def dump(state: Deployments) -> str:
+    """The document as stored: compact JSON, unset fields left out."""
+    return json.dumps(state.model_dump(exclude_none=True), separators=(",", ":"))

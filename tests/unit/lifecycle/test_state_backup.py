@@ -1,0 +1,187 @@
+"""`serving state backup|restore|accept` over a real SQLite store: a backup is a consistent copy taken while writers
+write; a restore puts an older revision back so that a process that saw a later one takes it (a new restore epoch),
+over a store that lost its state or one that did not; a file that is no backup is refused with the store untouched;
+a PostgreSQL store is sent to pg_dump and pg_restore."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+from typer.testing import CliRunner
+
+from services.cli import app
+from services.common.errors import ConfigurationError
+from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable
+from services.lifecycle.state_backup import accept, backup, inspect_backup, restore
+from services.lifecycle.state_db import open_engine, parse_url
+from services.lifecycle.state_memory import StateMemory
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "run" / "lifecycle" / "state.db"
+
+
+@pytest.fixture
+def store(path) -> DeploymentStore:
+    store = DeploymentStore.open(f"sqlite:///{path}")
+    yield store
+    store.close()
+
+
+def grow(store: DeploymentStore, until: int) -> None:
+    """Add endpoints `e<revision>` until the store is at revision `until`."""
+    while store.revision() < until:
+        store.update(lambda s: s.endpoints.setdefault(f"e{store.revision() + 1}", EndpointState()))
+
+
+def process_memory_only(url: str) -> DeploymentStore:
+    """A store as a process on another host sees it: what it saw is in its own memory only."""
+    parsed = parse_url(url)
+    return DeploymentStore(parsed, open_engine(parsed), StateMemory(None))
+
+
+def test_a_backup_is_a_consistent_copy_taken_while_writers_write(store, tmp_path):
+    grow(store, 5)
+    stop = threading.Event()
+
+    def write():
+        while not stop.is_set():
+            store.update(lambda s: s.endpoints.setdefault(f"w{store.revision()}", EndpointState()))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        copies = [backup(store, tmp_path / f"b{n}.db") for n in range(5)]
+    finally:
+        stop.set()
+        writer.join()
+    revisions = [copy.stamp.revision for copy in copies]
+    print(f"\n5 backups under a writer: revisions {revisions}")
+    assert revisions == sorted(revisions) and revisions[0] >= 5 and revisions[-1] > 5
+    for n, copy in enumerate(copies):
+        again = inspect_backup(tmp_path / f"b{n}.db")
+        assert again == copy and copy.endpoints == copy.stamp.revision, "one endpoint a revision: a whole state"
+        assert not (tmp_path / f"b{n}.db-wal").exists(), "one file"
+
+
+def test_a_restore_of_revision_9_is_taken_by_a_process_that_saw_revision_12(store, path, tmp_path):
+    grow(store, 9)
+    backup(store, tmp_path / "at9.db")
+    grow(store, 12)
+    gateway = process_memory_only(store.url)
+    assert gateway.revision() == 12
+    path.write_bytes(b"")  # the store loses its state
+    with pytest.raises(StateStoreUnavailable, match="lost its state"):
+        gateway.read()
+    summary, replaced = restore(store, tmp_path / "at9.db", now_ms=1_000)
+    assert replaced == "an empty file" and summary.stamp == (1_000, 9) and summary.endpoints == 9
+    assert sorted(gateway.read().endpoints) == sorted(f"e{n}" for n in range(1, 10)), "taken: its epoch is newer"
+    assert gateway.stamp() == (1_000, 9)
+    gateway.update(lambda s: s.endpoints.setdefault("after", EndpointState()))
+    assert store.stamp() == (1_000, 10), "changes go on from the restored revision, in its epoch"
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "deleted", "older revision", "intact"])
+def test_a_restore_replaces_whatever_the_store_holds(store, path, tmp_path, damage):
+    grow(store, 2)
+    backup(store, tmp_path / "at2.db")
+    grow(store, 4)
+    store.report_replica("triton-a", {"e1": ["1"]}, now=1.0)
+    if damage == "garbage":
+        path.write_bytes(b"x" * 5000)
+    elif damage == "deleted":
+        path.unlink()
+    elif damage == "older revision":
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE serving_deployment_state SET revision = 1")
+    summary, _ = restore(store, tmp_path / "at2.db", now_ms=5)
+    fresh = DeploymentStore.open(store.url)
+    assert fresh.stamp() == summary.stamp == (5, 2) and sorted(fresh.read().endpoints) == ["e1", "e2"]
+    assert fresh.replicas(now=1.0, ttl=10) == {}, "replicas report again: a backup does not know what they hold"
+
+
+def test_a_second_restore_of_the_same_backup_is_newer_than_the_first(store, tmp_path):
+    grow(store, 3)
+    backup(store, tmp_path / "at3.db")
+    first, _ = restore(store, tmp_path / "at3.db", now_ms=100)
+    grow(store, 6)
+    second, _ = restore(store, tmp_path / "at3.db", now_ms=50)  # the clock went back meanwhile
+    assert first.stamp == (100, 3) and second.stamp == (101, 3) and store.stamp() == (101, 3)
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "is not a file"),
+        (b"", "is not a SQLite database"),
+        (b"id,revision\n1,3\n", "is not a SQLite database"),
+        ("no row", "holds no deployment state"),
+        ("invalid", "is not a valid deployment state"),
+        ("other database", "not a usable backup: no such table"),
+    ],
+)
+def test_a_file_that_is_no_backup_is_refused_and_the_store_left_as_it_is(store, tmp_path, content, says):
+    grow(store, 2)
+    source = tmp_path / "given.db"
+    if isinstance(content, bytes):
+        source.write_bytes(content)
+    elif content is not None:
+        backup(store, source)
+        with sqlite3.connect(source) as conn:
+            if content == "no row":
+                conn.execute("DELETE FROM serving_deployment_state")
+            elif content == "invalid":
+                conn.execute("UPDATE serving_deployment_state SET document = '{\"endpoints\": []}'")
+            else:
+                conn.execute("DROP TABLE serving_deployment_state")
+    before = store.stamp(), store.read()
+    with pytest.raises(ConfigurationError, match=says):
+        restore(store, source)
+    assert (store.stamp(), store.read()) == before
+
+
+def test_accept_makes_every_process_take_an_older_state_put_back_by_hand(store, path):
+    grow(store, 5)
+    gateway = process_memory_only(store.url)
+    gateway.read()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE serving_deployment_state SET revision = 2")
+    with pytest.raises(StateStoreUnavailable, match="older than revision 5"):
+        gateway.read()
+    assert accept(store, now_ms=7).stamp == (7, 2)
+    assert gateway.stamp() == (7, 2) and len(gateway.read().endpoints) == 5
+
+
+def serving(*argv: str, env: dict) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(argv), env=env)
+    return result.exit_code, result.output
+
+
+def test_the_commands_use_the_stacks_store_and_say_what_they_did(tmp_path, path, store):
+    env = {"SERVING_RUN_DIR": str(tmp_path / "run"), "SERVING_STATE_URL": ""}
+    grow(store, 3)
+    code, said = serving("state", "backup", str(tmp_path / "b.db"), env=env)
+    assert code == 0 and said.startswith("backed up revision 3 (3 endpoints) of sqlite:///") and "b.db" in said
+    code, said = serving("state", "backup", str(tmp_path / "b.db"), env=env)
+    assert code == 2 and "exists; pass --force" in said
+    path.write_bytes(b"")
+    code, said = serving("state", "backup", str(tmp_path / "c.db"), env=env)
+    assert code == 2 and "the store's file is empty (0 bytes)" in said and not (tmp_path / "c.db").exists()
+    code, said = serving("state", "accept", env=env)
+    assert code == 2 and "has no state to accept; restore a backup instead" in said
+    code, said = serving("state", "restore", str(tmp_path / "b.db"), env=env)
+    assert code == 0 and "restored revision 3 of restore epoch" in said and "it replaced an empty file" in said
+    assert len(store.read().endpoints) == 3
+
+
+def test_a_postgresql_store_is_sent_to_pg_dump_and_pg_restore(tmp_path):
+    env = {"SERVING_STATE_URL": "postgresql+psycopg2://serving:secret@127.0.0.1:1/serving"}
+    for command in ("backup", "restore"):
+        code, said = serving("state", command, str(tmp_path / "x.dump"), env=env)
+        assert code == 2 and "pg_dump --format=custom" in said and "then run `serving state accept`" in said
+        assert "secret" not in said
