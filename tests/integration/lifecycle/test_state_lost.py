@@ -18,6 +18,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -46,7 +47,8 @@ def stack(tmp_path_factory, tiny_model):
     gateway.run, gateway.path, gateway.store = run, path, store
     gateway.env = {**os.environ, "SERVING_STATE_URL": store.url}
     gateway.backup = run / "good.db"
-    assert serving(gateway, "backup", str(gateway.backup)).returncode == 0
+    with closing(sqlite3.connect(path)) as source, closing(sqlite3.connect(gateway.backup)) as copy:
+        source.backup(copy)  # what `serving state backup` does (tested below)
     yield gateway
     gateway.launcher.stop_all()
     triton.stop()
@@ -131,14 +133,15 @@ def test_an_emptied_store_and_a_restarted_worker_drop_no_endpoint(stack):
     while len(worker_pids(master) - before) < 1 or len(worker_pids(master)) < 2:
         assert time.monotonic() < deadline, "gunicorn did not start a new worker"
         time.sleep(0.1)
-    settled(lambda: store_state(stack).startswith("lost: "), timeout=60)
+    settled(lambda: ready(stack)[0] == 200, timeout=60)  # both workers answer, the new one too
     since_restart = traffic.sent()
     time.sleep(3)  # traffic on the new worker too
     codes = traffic.stop()
-    status, body = ready(stack)
     print(f"\nstore emptied, a worker restarted: {dict(codes)}, {traffic.sent() - since_restart} after the new worker")
-    print(f"/health/ready {status}: {body}")
     assert codes == {200: sum(codes.values())} and traffic.sent() - since_restart >= 10, codes
+    settled(lambda: store_state(stack).startswith("lost: "), timeout=10)
+    status, body = ready(stack)
+    print(f"/health/ready {status}: {body}")
     assert status == 200 and "encoder" in body["endpoints"]
     assert "restore a backup with `serving state restore FILE`" in body["state_store"]
     assert metric(stack, "serving_state_store_regressed") == 1.0
@@ -155,8 +158,11 @@ def test_an_older_revision_is_not_applied_until_an_operator_accepts_it(stack):
     settled(lambda: httpx.post(f"{stack.url}/serve/encoder", json={"text": "a"}).status_code == 404, timeout=10)
     with sqlite3.connect(stack.path) as conn:  # an old copy of the state, with the encoder, put back by hand
         conn.execute("UPDATE serving_deployment_state SET revision = 1, document = ?", (good_document(stack),))
-    settled(lambda: "older than" in store_state(stack), timeout=10)
-    assert {httpx.post(f"{stack.url}/serve/encoder", json={"text": "a"}).status_code for _ in range(10)} == {404}
+    time.sleep(1.5)  # the workers polled it several times
+    codes = {httpx.post(f"{stack.url}/serve/encoder", json={"text": "a"}).status_code for _ in range(10)}
+    assert codes == {404}, "the older state is not applied: the newest one serves on"
+    settled(lambda: "older than revision 3" in store_state(stack), timeout=10)
+    assert metric(stack, "serving_state_store_regressed") == 1.0
     assert serving(stack, "accept").returncode == 0
     settled(lambda: httpx.post(f"{stack.url}/serve/encoder", json={"text": "a"}).status_code == 200, timeout=10)
     assert store_state(stack) == "ok"

@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -151,12 +152,12 @@ def set_back(world: World) -> None:
 
 @pytest.mark.parametrize("loss", [recreate_empty, set_back], ids=["emptied and recreated", "revision set back"])
 def test_a_store_that_lost_its_state_is_not_written_over_and_said_once_at_error(world, caplog, tmp_path, loss):
-    from services.lifecycle.state_backup import backup, restore
-
     world.register()
     world.tick()
     world.tick()  # version 1 live, at revision 3 or more
-    backup(world.store, tmp_path / "good.db")
+    path = world.settings.run_dir / "lifecycle" / "state.db"
+    with closing(sqlite3.connect(path)) as live, closing(sqlite3.connect(tmp_path / "good.db")) as copy:
+        live.backup(copy)  # what `serving state backup` does
     loss(world)
     lost = raw(world)
     world.register()  # a new version the controller must not deploy into a state that is not the store's real one
@@ -169,5 +170,7 @@ def test_a_store_that_lost_its_state_is_not_written_over_and_said_once_at_error(
     assert "`serving state restore FILE`" in errors(caplog)[0] and "acts on none" in errors(caplog)[0]
     assert not any("carrying on" in r.getMessage() for r in caplog.records)
     assert world.controller.last_good.endpoints["emb"].versions["1"].state == "live"
+    from services.lifecycle.state_backup import restore
+
     restore(world.store, tmp_path / "good.db")
     assert world.tick(1.0).versions["2"].state == "live", "carries on from the restored state"
