@@ -14,7 +14,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from services.lifecycle.state import DeploymentStore, EndpointState, VersionState
+from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable, VersionState
 from services.triton.repository import RenderOptions
 from tests.support.servers import Server, start_gateway, start_triton
 
@@ -130,3 +130,33 @@ def test_with_the_store_stopped_the_gateway_serves_the_last_state_says_so_and_ca
     caught_up = settled(lambda: serves(gateway) == 404, timeout=10)
     print(f"store back -> 'ok' after {back:.2f} s; a change after that served within {caught_up:.2f} s")
     set_state(store, "live")
+
+
+def test_tables_dropped_after_they_were_seen_are_a_lost_state_until_restored_and_accepted(postgres):
+    """pg_dump's job is PostgreSQL's: here the state is kept aside by hand, the tables dropped, and a dump's older
+    state put back; `serving state accept` makes the process that saw a later revision take it."""
+    from services.lifecycle.state_backup import accept
+
+    url = postgres.create_database("state_lost_tests")
+    seen = DeploymentStore.open(url)
+    for name in ("a", "b", "c"):
+        seen.update(lambda s, name=name: s.endpoints.setdefault(name, EndpointState()))
+    dump = seen.read()
+    with seen.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE serving_deployment_state, serving_replica_reports")
+    with pytest.raises(StateStoreUnavailable, match="lost its state: the store was read before, now its tables are"):
+        seen.read()
+    with pytest.raises(StateStoreUnavailable, match="pg_restore, then run `serving state accept`"):
+        seen.update(lambda s: s.endpoints.clear())
+    fresh = DeploymentStore.open(url)  # a process started now: it never saw a state, so it creates the tables
+    assert fresh.read().endpoints == {} and fresh.revision() == 0
+    with pytest.raises(StateStoreUnavailable, match="the store holds revision 0, older than revision 3 this host saw"):
+        seen.read()
+    fresh.update(lambda s: s.endpoints.update(dump.endpoints))  # what pg_restore of the dump would put back
+    with pytest.raises(StateStoreUnavailable, match="older than revision 3"):
+        seen.read()
+    summary = accept(fresh)
+    assert summary.stamp.epoch > 0 and summary.stamp.revision == 1
+    assert sorted(seen.read().endpoints) == ["a", "b", "c"] and seen.stamp() == summary.stamp
+    seen.close()
+    fresh.close()
