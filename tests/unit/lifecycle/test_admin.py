@@ -180,6 +180,24 @@ def test_an_unreachable_store_is_a_503_without_its_address(store, client, tmp_pa
     assert "unreachable: unable to open database file" in caplog.text
 
 
+def test_a_worker_restarted_on_an_emptied_store_answers_503_and_writes_nothing_into_it(store, tmp_path, caplog):
+    """The admin API of a new worker over a store file emptied meanwhile: no table created, no change written into
+    an empty state (the change would become the whole state), and the log says what to do."""
+    path = tmp_path / "lifecycle" / "state.db"
+    path.write_bytes(b"")
+    restarted = TestClient(app_with(DeploymentStore.open(store.url)))
+    for method, path_, body in [
+        ("PUT", "/admin/endpoints/sst2/auto-update", {"name": "m"}),
+        ("GET", "/admin/endpoints", None),
+        ("GET", "/models/emb", None),
+    ]:
+        answer = restarted.request(method, path_, json=body, headers=AUTH)
+        assert answer.status_code == 503 and "state.db" not in answer.text, (method, path_, answer.text)
+    assert path.stat().st_size == 0
+    assert "lost its state: the store's file is empty (0 bytes)" in caplog.text
+    assert "`serving state restore FILE`" in caplog.text
+
+
 @pytest.mark.parametrize(
     "command",
     [
