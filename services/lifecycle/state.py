@@ -101,10 +101,11 @@ class DeploymentStore:
     def stamp(self) -> Stamp:
         """The state's restore epoch and revision: one query; raises `StateLost` where older than one seen."""
         self._ensure()
+        seen = self.memory.seen()
         with self._reachable(), self.engine.connect() as conn:
             row = conn.execute(select(DOCUMENT.c.epoch, DOCUMENT.c.revision).where(DOCUMENT.c.id == 1)).first()
         stamp = Stamp(row.epoch, row.revision) if row is not None else Stamp(0, 0)
-        self._check(stamp)
+        self._check(stamp, seen)
         return stamp
 
     def revision(self) -> int:
@@ -127,7 +128,7 @@ class DeploymentStore:
         time on a fresh state). A change that changes nothing writes nothing (the revision stays)."""
         for attempt in range(self.ATTEMPTS):
             stamp, document = self._row()
-            state = self._parse(stamp, document)
+            state = self._parse(stamp, document, persist=False)
             before = dump(state)
             result = change(state)
             after = dump(state)
@@ -151,16 +152,19 @@ class DeploymentStore:
     def _reachable(self):
         return reachable(self.url, self.backend)
 
-    def _check(self, stamp: Stamp) -> None:
+    def _check(self, stamp: Stamp, seen: Stamp | None) -> None:
+        """`seen` is taken before the query that read `stamp`: a change this process (another thread) committed and
+        recorded meanwhile is newer than this read, not a sign that the store went back."""
         try:
-            check_not_older(stamp, self.memory.seen(), self.backend)
+            check_not_older(stamp, seen, self.backend)
         except Lost as lost:
             raise StateLost(self.url, lost) from None
 
     def _row(self) -> tuple[Stamp, str]:
         self._ensure()
+        seen = self.memory.seen()
         stamp, document = self._fetch()
-        self._check(stamp)
+        self._check(stamp, seen)
         return stamp, document
 
     def _fetch(self) -> tuple[Stamp, str]:
@@ -184,12 +188,12 @@ class DeploymentStore:
             self.memory.record(Stamp(stamp.epoch, stamp.revision + 1), document)
         return swapped
 
-    def _parse(self, stamp: Stamp, document: str) -> Deployments:
+    def _parse(self, stamp: Stamp, document: str, *, persist: bool = True) -> Deployments:
         try:
             state = Deployments.model_validate_json(document)
         except (ValidationError, ValueError) as error:
             raise ConfigurationError(f"the deployment state ({stamp}) is invalid: {error}") from None
-        self.memory.record(stamp, document)
+        self.memory.record(stamp, document, persist=persist)
         return state
 
     def _ensure(self) -> None:

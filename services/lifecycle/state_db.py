@@ -128,17 +128,22 @@ def open_engine(url: URL) -> Engine:
 
 
 def shape(engine: Engine, path: Path | None) -> Shape:
-    """What is where the store should be (`path`: a SQLite store's file), read without changing anything."""
+    """What is where the store should be (`path`: a SQLite store's file), read without changing anything. The file
+    itself is never opened outside SQLite: closing any descriptor of it would drop every SQLite lock this process
+    holds on it (POSIX advisory locks are per process), and another thread's transaction could then be corrupted."""
     if path is not None:
-        if not path.exists():
+        try:
+            if path.stat().st_size == 0:
+                return "empty file"
+        except FileNotFoundError:
             return "absent"
-        with path.open("rb") as file:
-            header = file.read(len(SQLITE_HEADER))
-        if not header:
-            return "empty file"
-        if header != SQLITE_HEADER:
+    try:
+        found = inspect(engine).has_table(DOCUMENT.name)
+    except exc.DBAPIError as error:
+        if lost_shape(error) == "not a database":
             return "not a database"
-    if inspect(engine).has_table(DOCUMENT.name):
+        raise
+    if found:
         return "tables"
     return "no tables" if path is not None else "absent"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -45,20 +46,22 @@ class StateMemory:
         with self._lock:
             return (self._stamp, self._document) if self._stamp is not None and self._document is not None else None
 
-    def record(self, stamp: Stamp, document: str) -> None:
-        """`stamp` and its document as the newest seen, when newer than what is remembered (here and in the file)."""
+    def record(self, stamp: Stamp, document: str, *, persist: bool = True) -> None:
+        """`stamp` and its document as the newest seen, when newer than what is remembered; with `persist`, in the
+        file too (a write under its lock: readers persist, while writers racing on the compare-and-swap remember in
+        memory only, and the readers that follow every change write it to the file)."""
         self._load()
         with self._lock:
             if self._stamp is not None and stamp <= self._stamp:
                 return
             self._stamp, self._document = stamp, document
-        if self.file is None:
+        if self.file is None or not persist:
             return
         try:
             with self.file.locked():
                 stored = _read(self.file.path)
                 if stored is None or stamp > stored[0]:
-                    self.file.replace(json.dumps({"epoch": stamp.epoch, "revision": stamp.revision, "state": document}))
+                    _replace(self.file.path, {"epoch": stamp.epoch, "revision": stamp.revision, "state": document})
         except OSError as error:
             if not self._unwritable:
                 log.warning("%s not written (%s): a restarted process will not know this state", self.file.path, error)
@@ -72,6 +75,14 @@ class StateMemory:
             stored = _read(self.file.path) if self.file is not None else None
             if stored is not None and (self._stamp is None or stored[0] > self._stamp):
                 self._stamp, self._document = stored
+
+
+def _replace(path: Path, content: dict) -> None:
+    """The file's new content in one step (written beside it, moved over it), not flushed to disk: the file is a
+    hint that each committed change rewrites, and one left empty by a crash counts as a state seen (`_read`)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(content))
+    os.replace(tmp, path)
 
 
 def _read(path: Path) -> tuple[Stamp, str] | None:
