@@ -45,6 +45,8 @@ BUSY_TIMEOUT = 10.0
 """Seconds a SQLite writer waits for another one before it gives up."""
 CONNECT_TIMEOUT = 3
 """Seconds a PostgreSQL connection may take to open: an unreachable store is said within this, not after minutes."""
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file."""
 SUPPORTED = "sqlite:///<path> or postgresql+psycopg2://<user>[:<password>]@<host>:<port>/<database>"
 
 metadata = MetaData()
@@ -146,10 +148,6 @@ def shape(engine: Engine, path: Path | None) -> Shape:
     if found:
         return "tables"
     return "no tables" if path is not None else "absent"
-
-
-SQLITE_HEADER = b"SQLite format 3\x00"
-"""The first bytes of every SQLite database file."""
 
 
 def create_sqlite_file(path: Path, empty_document: str) -> None:
