@@ -1,5 +1,6 @@
 """Triton Python backend: the exported ONNX model on ONNX Runtime (the `local` rendering; the `container` one uses
-Triton's native onnxruntime backend instead).
+Triton's native onnxruntime backend instead), or, with the config parameter `device: sim`, the simulated accelerator
+(`services.common.sim_device`) in its place.
 
 Requests of a dynamic batch may have different sequence lengths (ragged batching): they are padded to the longest
 and run as one call, then split back, one response per request.
@@ -12,6 +13,7 @@ import triton_python_backend_utils as pb_utils
 
 from services.common.contract import Manifest
 from services.common.onnx_runner import OnnxModel
+from services.common.sim_device import SimDevice
 from services.triton.batching import merge_padded, split_rows
 
 
@@ -21,9 +23,11 @@ class TritonPythonModel:
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         here = Path(args["model_repository"]) / args["model_version"]
         manifest = Manifest.load(here)
-        self.model = OnnxModel(
-            here, manifest, threads=int(params.get("intra_op_threads", "1")), spin=params.get("spin", "false") == "true"
-        )
+        if params.get("device") == "sim":
+            self.model = SimDevice.from_parameters(manifest, params)
+        else:
+            threads = int(params.get("intra_op_threads", "1"))
+            self.model = OnnxModel(here, manifest, threads=threads, spin=params.get("spin", "false") == "true")
         self.input_names = [i["name"] for i in config["input"]]
         self.output_name = config["output"][0]["name"]
 

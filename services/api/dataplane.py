@@ -45,11 +45,13 @@ __all__ = ["Answer", "DataPlane", "Prediction"]  # Prediction: the protocols' re
 
 
 class Answer(NamedTuple):
-    """What `serve` answers: the JSON body, and the model name and version the response headers carry."""
+    """What `serve` answers: the JSON body, and the model name, version and device the response headers carry."""
 
     body: bytes
     model: str
     version: str
+    device: str | None = None
+    """Where the model ran (`x-device`); None for a pipeline's answer, whose code decides what runs where."""
 
 
 Read = Callable[[], Awaitable[bytes]]
@@ -113,7 +115,7 @@ class DataPlane:
                 declared = self.catalog.endpoints.declared(endpoint)
                 if declared is not None:  # the request's fields are copied out only when variables may read them
                     statistics.record(endpoint, model.version, declared, None, payload, body.model_dump(), self.monitor)
-                return Answer(dumps(payload), model.manifest.name, model.version)
+                return Answer(dumps(payload), model.manifest.name, model.version, prediction.device)
 
     async def _serve_pipeline(
         self, endpoint: str, pipeline: PipelineEndpoint, version: str | None, read: Read, content_type: str | None

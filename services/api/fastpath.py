@@ -26,6 +26,7 @@ from services.api.body import read_body
 from services.api.dataplane import Answer, DataPlane
 from services.api.errors import internal_error_response, logged_error_response
 from services.api.openapi import INFERENCE_ERRORS, OK, SERVE_BODY
+from services.common.devices import HEADER as DEVICE_HEADER
 from services.common.errors import ServingError
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,10 @@ CANARY_KEY_HEADER = "x-canary-key"
 
 
 def respond(answer: Answer) -> Response:
-    """An answer of the data plane as JSON, with the model name and version it came from."""
+    """An answer of the data plane as JSON, with the model name, version and device it came from."""
     headers = {"x-model-name": answer.model, "x-model-version": answer.version}
+    if answer.device is not None:
+        headers[DEVICE_HEADER] = answer.device
     return Response(answer.body, media_type="application/json", headers=headers)
 
 

@@ -50,6 +50,8 @@ class Prediction:
     outputs: np.ndarray
     token_counts: list[int]
     truncated: list[bool]
+    device: str
+    """Where the model ran (the backend's `device`): the `x-device` header of the answer."""
 
 
 def inline(texts: int, chars: int) -> bool:
@@ -96,7 +98,7 @@ class Predictor:
             rows, width = encoded.shape
             lease.settle(rows * width)
             outputs = await self._run(model, encoded)
-            return Prediction(outputs, encoded.token_counts, encoded.truncated)
+            return Prediction(outputs, encoded.token_counts, encoded.truncated, model.backend.device)
         finally:
             lease.release()
             if chars > INLINE_TOKENIZE_CHARS:
@@ -164,4 +166,4 @@ class Predictor:
         record_span("coalesce wait", job.submitted_ns, job.started_ns)
         if not job.carrier:  # the carrier's trace has the batch's own spans
             record_span("batch", job.started_ns, done, {"batch.texts": batched.batch_texts})
-        return Prediction(batched.outputs, batched.token_counts, batched.truncated)
+        return Prediction(batched.outputs, batched.token_counts, batched.truncated, model.backend.device)

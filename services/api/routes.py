@@ -51,7 +51,7 @@ def _render_embeddings(model: ServedModel, prediction: Prediction, body: Embeddi
         "model": model.manifest.name,
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }
-    return Answer(dumps(payload), model.manifest.name, model.version)
+    return Answer(dumps(payload), model.manifest.name, model.version, prediction.device)
 
 
 @router.post(
@@ -89,7 +89,8 @@ async def ready(request: Request) -> JSONResponse:
         body["config_errors"] = config_errors  # the valid endpoints are served; these are not
     body |= catalog.endpoints.health()  # e.g. the deployment state store unreachable: the last state serves on
     if catalog.builtin:
-        body |= {"model": catalog.builtin.model.manifest.name, "version": catalog.builtin.model.version}
+        model = catalog.builtin.model
+        body |= {"model": model.manifest.name, "version": model.version, "device": model.backend.device}
     return JSONResponse(body, status_code=200 if ok else 503, headers=None if ok else {"Retry-After": "1"})
 
 

@@ -18,6 +18,7 @@ from services.api.dataplane import DataPlane, Prediction
 from services.api.openapi import INFERENCE_ERRORS, NOT_READY, OK, V2_BODY, errors
 from services.api.v2_request import HEADER_LENGTH, parse_inference
 from services.common.backend import ServedModel
+from services.common.devices import HEADER as DEVICE_HEADER
 from services.common.schemas import V2_DATATYPE, V2_INPUT, V2InferenceRequest
 
 router = APIRouter(prefix=paths.V2)
@@ -46,6 +47,7 @@ def _metadata(dataplane: DataPlane, model: ServedModel) -> dict:
         "platform": "transformer-serving",
         "inputs": [{"name": V2_INPUT, "datatype": V2_DATATYPE, "shape": [-1, 1]}],
         "outputs": [{"name": output.name, "datatype": output.dtype, "shape": output.shape}],
+        "parameters": {"device": model.backend.device},
     }
 
 
@@ -87,7 +89,8 @@ async def model_ready(request: Request, model: str = MODEL, version: str | None 
 
 
 def _render(model: ServedModel, prediction: Prediction, request: V2InferenceRequest) -> Response:
-    """The contract output as one tensor: JSON data, or binary after the JSON header when the request asks."""
+    """The contract output as one tensor: JSON data, or binary after the JSON header when the request asks; the
+    device it was computed on in `x-device`."""
     output = model.manifest.output
     array = prediction.outputs.astype(output.numpy_dtype, copy=False)
     entry = {"name": output.name, "datatype": output.dtype, "shape": list(array.shape)}
@@ -101,10 +104,11 @@ def _render(model: ServedModel, prediction: Prediction, request: V2InferenceRequ
         return Response(
             header + raw_out,
             media_type="application/octet-stream",
-            headers={"Inference-Header-Content-Length": str(len(header))},
+            headers={"Inference-Header-Content-Length": str(len(header)), DEVICE_HEADER: prediction.device},
         )
     entry["data"] = array.ravel()
-    return Response(orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
+    body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
+    return Response(body, media_type="application/json", headers={DEVICE_HEADER: prediction.device})
 
 
 @router.post(paths.V2_INFER, responses=OK | INFERENCE_ERRORS, openapi_extra=V2_BODY)

@@ -29,6 +29,9 @@ from services.common.tokenization import EncodedBatch, TextTokenizer
 class InferenceBackend(Protocol):
     stage: str
     """Name of the stage its `infer` is timed under in `serving_stage_duration_seconds` (`inference`, `triton`)."""
+    device: str
+    """Where its model runs, as the `x-device` header of its answers says: `cpu`, `gpu` or `sim` (the simulated
+    accelerator); `unknown` until the backend has found out."""
 
     async def start(self) -> None:
         """Connect or load; raise a ServingError if the backend cannot serve."""

@@ -7,9 +7,12 @@ use `__` (e.g. `SERVING_OBSERVABILITY__LOG_JSON=true`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US
 
 
 class RunSettings(BaseSettings):
@@ -92,6 +95,17 @@ class ApiSettings(BaseSettings):
     """Requests one worker handles at once; past it new requests get 429 with Retry-After."""
     intra_op_threads: int | None = Field(None, ge=1)
     """ONNX Runtime threads per worker; default: CPU cores divided by workers."""
+    device: Literal["cpu", "sim"] = "cpu"
+    """Where the in-process model runs (STACK=fastapi): ONNX Runtime on the CPU, or `sim`, the simulated accelerator
+    (`services.common.sim_device`: one device, each batch `sim_fixed_us + sim_per_token_us x padded tokens` of
+    waiting, deterministic unit-norm outputs)."""
+    sim_fixed_us: float = Field(DEFAULT_FIXED_US, ge=0)
+    """`device=sim`: device time of every batch, in microseconds."""
+    sim_per_token_us: float = Field(DEFAULT_PER_TOKEN_US, ge=0)
+    """`device=sim`: device time of every padded token of a batch, in microseconds."""
+    sim_lock_file: Path | None = None
+    """`device=sim`: the file whose lock is the device, shared by every worker that opens it (`serving up` sets one
+    in the run directory); None: each worker has a device of its own."""
     api_keys: list[SecretStr] = Field(default_factory=list)
     """API keys for /serve, /v1 and /v2 (`Authorization: Bearer KEY`); none and no keys file: inference is open. An
     empty or blank key in the list stops the service at start."""

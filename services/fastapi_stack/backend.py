@@ -1,4 +1,5 @@
-"""In-process ONNX Runtime, run on a worker thread so the event loop keeps accepting and parsing requests.
+"""In-process model, run on a worker thread so the event loop keeps accepting and parsing requests: ONNX Runtime
+(`device=cpu`), or the simulated accelerator (`device=sim`, `services.common.sim_device`) shared by the workers.
 
 A request cancelled (its client gone, its deadline passed: `services.api.lifetime`) takes its run with it: one still
 queued for the thread never starts, one under way stops at ONNX Runtime's next check (`RunOptions.terminate`), so the
@@ -15,6 +16,7 @@ import onnxruntime as ort
 from services.common.contract import Manifest
 from services.common.onnx_runner import OnnxModel, default_threads
 from services.common.settings import ApiSettings
+from services.common.sim_device import SimDevice
 from services.common.tokenization import EncodedBatch
 
 
@@ -24,17 +26,29 @@ class LocalOnnxBackend:
     def __init__(self, settings: ApiSettings, manifest: Manifest):
         self.settings = settings
         self.manifest = manifest
-        self.model: OnnxModel | None = None
+        self.device = settings.device
+        self.model: OnnxModel | SimDevice | None = None
         # One inference at a time per worker: ONNX Runtime already uses intra_op_threads cores for it.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnxruntime")
 
     async def start(self) -> None:
-        threads = self.settings.intra_op_threads or default_threads(self.settings.workers)
-        self.manifest.verify_files(self.settings.model_dir)
-        self.model = OnnxModel(self.settings.model_dir, self.manifest, threads=threads)
+        settings = self.settings
+        self.manifest.verify_files(settings.model_dir)
+        if settings.device == "sim":
+            self.model = SimDevice(
+                self.manifest,
+                fixed_us=settings.sim_fixed_us,
+                per_token_us=settings.sim_per_token_us,
+                lock_file=settings.sim_lock_file,
+            )
+            return
+        threads = settings.intra_op_threads or default_threads(settings.workers)
+        self.model = OnnxModel(settings.model_dir, self.manifest, threads=threads)
 
     async def stop(self) -> None:
         self.executor.shutdown(wait=True)
+        if isinstance(self.model, SimDevice):
+            self.model.close()
 
     async def ready(self) -> bool:
         return self.model is not None

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from services.common.contract import Manifest
+from services.common.errors import ServingError
 from services.common.tokenization import EncodedBatch
 from services.triton.grpc_client import TritonClient
 
@@ -20,6 +23,8 @@ class TritonBackend:
         self.model = model
         self.version = version
         self.manifest = manifest
+        self.device = "unknown"
+        """What the model's Triton configuration declares (`config_device`), read after its first answer."""
 
     async def start(self) -> None:
         """Nothing to load: readiness follows Triton (`ready`), so the gateway may start before Triton."""
@@ -36,4 +41,7 @@ class TritonBackend:
         outputs = await self.triton.infer(
             self.model, batch.tensors(self.manifest.input_names), [name], version=self.version
         )
+        if self.device == "unknown":
+            with contextlib.suppress(ServingError):  # the answer stands; the next one asks again
+                self.device = await self.triton.model_device(self.model, self.version)
         return outputs[name]

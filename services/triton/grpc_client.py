@@ -15,7 +15,7 @@ import time
 
 import grpc
 import numpy as np
-from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 from tritonclient.utils import np_to_triton_dtype, triton_to_np_dtype
 
 from observability.metrics import TRITON_RETRIES
@@ -106,6 +106,15 @@ class TritonClient:
                 log.warning("Triton call to '%s' lost with its replica (%s); sent once more", model, exc.details())
                 TRITON_RETRIES.inc()
 
+    async def model_device(self, model: str, version: str = "") -> str:
+        """The device `model` runs on, as its Triton configuration declares it (`config_device`)."""
+        request = service_pb2.ModelConfigRequest(name=model, version=version)
+        try:
+            response = await self.stub.ModelConfig(request, timeout=min(self.timeout, 2.0))
+        except grpc.aio.AioRpcError as exc:
+            raise self._error(exc, model) from None
+        return config_device(response.config)
+
     async def model_ready(self, model: str | None, version: str = "", max_age: float = 1.0) -> bool:
         """Whether Triton serves `model` (`version`; None: whether the server is ready at all) now; cached for
         `max_age` seconds so probes do not hammer Triton."""
@@ -124,6 +133,15 @@ class TritonClient:
             ready = False
         self._ready_cache[key] = (time.monotonic(), ready)
         return ready
+
+
+def config_device(config: model_config_pb2.ModelConfig) -> str:
+    """`sim` for a model whose `device` parameter says so (the simulated accelerator), `gpu` for one with a KIND_GPU
+    instance group, else `cpu`; any other parameter value is not trusted and reads as `cpu`."""
+    if "device" in config.parameters and config.parameters["device"].string_value == "sim":
+        return "sim"
+    gpu = model_config_pb2.ModelInstanceGroup.KIND_GPU
+    return "gpu" if any(group.kind == gpu for group in config.instance_group) else "cpu"
 
 
 def _queue_full(exc: grpc.aio.AioRpcError) -> bool:

@@ -20,6 +20,7 @@ from tritonclient.grpc.model_config_pb2 import DataType as ModelDataType
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, Manifest, TensorSpec
+from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US, DEVICES
 from services.common.errors import ConfigurationError
 from services.common.onnx_runner import default_threads
 from services.common.tokenization import default_buckets
@@ -61,12 +62,21 @@ class RenderOptions:
     default; on for latency at low load when the cores are the encoder's own."""
     gpu: bool = False
     """container target: run the encoder on the GPU (KIND_GPU)."""
+    device: str = "cpu"
+    """local target: the encoder runs the model on ONNX Runtime (cpu) or on the simulated accelerator (sim,
+    `services.common.sim_device`), whose settings below reach it as config parameters."""
+    sim_fixed_us: float = DEFAULT_FIXED_US
+    sim_per_token_us: float = DEFAULT_PER_TOKEN_US
+    sim_lock_file: str = ""
+    """The simulated device's lock file, shared by the encoder's instances (one device); empty: one per instance."""
 
     def __post_init__(self):
         if self.target not in ("local", "container"):
             raise ConfigurationError(f"TARGET must be local or container, not '{self.target}'")
         if self.padding not in ("ragged", "bucket"):
             raise ConfigurationError(f"padding must be ragged or bucket, not '{self.padding}'")
+        if self.device not in DEVICES or (self.device == "sim" and self.target != "local"):
+            raise ConfigurationError(f"DEVICE must be one of {', '.join(DEVICES)} (sim: local target only)")
         if self.target == "container" and self.padding == "ragged":
             object.__setattr__(self, "padding", "bucket")  # native onnxruntime batches equal shapes only
 
@@ -85,6 +95,13 @@ def render_configs(
     if not native:
         threads = options.intra_op_threads or default_threads()
         parameters = {"intra_op_threads": str(threads), "spin": "true" if options.spin else "false"}
+        if options.device == "sim":
+            parameters |= {
+                "device": "sim",
+                "sim_fixed_us": repr(float(options.sim_fixed_us)),
+                "sim_per_token_us": repr(float(options.sim_per_token_us)),
+                "sim_lock_file": options.sim_lock_file,
+            }
     configs = {
         "tokenizer": model_config.tokenizer(
             max_batch_size=options.max_batch_size,

@@ -19,6 +19,7 @@ class CountingBackend:
     """Answers each row with its token count, so a test can tell which text produced which row."""
 
     stage = "unit-backend"
+    device = "cpu"
 
     def __init__(self):
         self.calls = 0
