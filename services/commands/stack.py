@@ -10,6 +10,7 @@ import typer
 
 from services.commands.supervise import announce, run_supervisor, start_detached, start_stack
 from services.common.cli import console, fail
+from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US, DEVICES
 from services.common.settings import RunSettings
 
 if TYPE_CHECKING:  # imported where used, so that `serving --help` stays quick
@@ -36,6 +37,13 @@ SPIN = typer.Option(
     help="ONNX Runtime's threads in Triton's encoder spin between runs: ~2 ms lower p50 at low load, cores "
     "burnt while idle, less throughput when the cores are shared.",
 )
+DEVICE = typer.Option(
+    "cpu",
+    help="Where the encoder runs: cpu (ONNX Runtime) | sim (a simulated accelerator: one device, batches wait "
+    "SIM_FIXED_US + SIM_PER_TOKEN_US x padded tokens, no CPU).",
+)
+SIM_FIXED_US = typer.Option(DEFAULT_FIXED_US, min=0.0, help="--device sim: device time of every batch, us.")
+SIM_PER_TOKEN_US = typer.Option(DEFAULT_PER_TOKEN_US, min=0.0, help="--device sim: device time a padded token, us.")
 ENDPOINTS_FILE = typer.Option(Path("endpoints.json"), help="clearml: the gateway's endpoint file.")
 OTLP_ENDPOINT = typer.Option(
     None, help="Trace every service (Triton included) to this OTLP/HTTP URL, e.g. http://127.0.0.1:4318/v1/traces."
@@ -69,6 +77,9 @@ def up(
     padding: str = PADDING,
     triton_max_queue: int = TRITON_MAX_QUEUE,
     spin: bool = SPIN,
+    device: str = DEVICE,
+    sim_fixed_us: float = SIM_FIXED_US,
+    sim_per_token_us: float = SIM_PER_TOKEN_US,
     endpoints_file: Path = ENDPOINTS_FILE,
     otlp_endpoint: str = OTLP_ENDPOINT,
     traces: bool = TRACES,
@@ -84,6 +95,8 @@ def up(
 
     if batching not in ("on", "off"):
         fail(ValueError(f"BATCHING must be on or off, not '{batching}'"))
+    if device not in DEVICES:
+        fail(ValueError(f"DEVICE must be one of {', '.join(DEVICES)}, not '{device}'"))
     run = RunSettings()
     options = StackOptions(
         stack=stack,
@@ -104,6 +117,9 @@ def up(
         triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port, triton_address),
         log_json=detach if log_json is None else log_json,
         endpoint=endpoint,
+        device=device,
+        sim_fixed_us=sim_fixed_us,
+        sim_per_token_us=sim_per_token_us,
     )
     raise typer.Exit(keep_up(options, detach=detach, ready_timeout=ready_timeout))
 

@@ -12,7 +12,8 @@ from services.stacks.options import StackOptions
 
 
 def stack_info(options: StackOptions) -> dict:
-    """The stack, workers and batching, the model served, the URLs to call (the API's, Triton's metrics)."""
+    """The stack, workers and batching, the device, the model served, the URLs to call (the API's, Triton's
+    metrics)."""
     manifest = Manifest.load(options.model_dir)
     api = f"http://127.0.0.1:{options.triton_ports.http if options.stack == 'triton' else options.port}"
     urls = {"api": api}
@@ -32,6 +33,7 @@ def stack_info(options: StackOptions) -> dict:
         "stack": options.stack,
         "workers": options.workers,
         "batching": "on" if options.batching else "off",
+        "device": options.device,
         "model": {
             "name": manifest.name,
             "version": manifest.version,
@@ -39,7 +41,11 @@ def stack_info(options: StackOptions) -> dict:
             "dir": str(options.model_dir.resolve()),
         },
         "urls": urls,
-    }
+    } | (
+        {"sim": {"fixed_us": options.sim_fixed_us, "per_token_us": options.sim_per_token_us}}
+        if options.device == "sim"
+        else {}
+    )
 
 
 def write_stack_info(options: StackOptions) -> Path:

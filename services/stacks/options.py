@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US
 from services.triton.server import TritonPorts
 
 STACKS = ("fastapi", "triton", "clearml")
@@ -42,6 +43,14 @@ class StackOptions:
     """Share of requests that arrive without a trace context to trace (a caller's `traceparent` decides for its
     own requests: parent-based sampling in every service, Triton included)."""
 
+    device: str = "cpu"
+    """Where the encoder runs: cpu (ONNX Runtime) or sim, the simulated accelerator in the encoder's place (Triton's
+    encoder model, the FastAPI workers' in-process runner: `services.common.sim_device`), one device per stack."""
+    sim_fixed_us: float = DEFAULT_FIXED_US
+    """device=sim: device time of every batch, microseconds."""
+    sim_per_token_us: float = DEFAULT_PER_TOKEN_US
+    """device=sim: device time of every padded token of a batch, microseconds."""
+
     tuning: dict = field(default_factory=dict, hash=False)
     """Knobs past the defaults: Triton's max_queue_delay_us, max_queue_size, preferred_batch_sizes,
     tokenizer_instances, encoder_instances; ONNX Runtime's intra_op_threads (Triton's encoder, or the FastAPI
@@ -54,6 +63,11 @@ class StackOptions:
         if self.otlp_endpoint:
             return self.otlp_endpoint
         return f"http://127.0.0.1:{self.trace_port}/v1/traces" if self.traces else None
+
+    @property
+    def sim_lock_file(self) -> Path:
+        """The simulated device of the stack: the lock file every process running the encoder shares."""
+        return (self.run_dir / "sim-device.lock").resolve()
 
     def to_json(self) -> str:
         """The options as JSON, for the detached supervisor (`serving supervise`) to start the same stack."""

@@ -28,10 +28,17 @@ STACK_TRITON_DEFAULTS = {"clearml": {"max_queue_delay_us": 0}}
 def triton_service(
     options: StackOptions, *, models: list[str], render_options: RenderOptions | None = None
 ) -> ProcessSpec:
-    """The real tritonserver loading `models` from a repository rendered for this machine (`local` target) into the
-    run directory; with `log_json`, behind `services.triton.logpipe`."""
+    """The real tritonserver loading `models` from a repository rendered for this machine (`local` target, the
+    encoder on the stack's device) into the run directory; with `log_json`, behind `services.triton.logpipe`."""
     render_options = render_options or RenderOptions(
-        target="local", batching=options.batching, padding=options.padding, **triton_knobs(options)
+        target="local",
+        batching=options.batching,
+        padding=options.padding,
+        device=options.device,
+        sim_fixed_us=options.sim_fixed_us,
+        sim_per_token_us=options.sim_per_token_us,
+        sim_lock_file=str(options.sim_lock_file),
+        **triton_knobs(options),
     )
     repository = render(options.model_dir, options.run_dir / "triton-repository", render_options)
     spec = triton_process(
