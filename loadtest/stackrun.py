@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US
 from services.launcher import Launcher, ProcessSpec, free_port
 from services.stacks import StackOptions, stack_processes, trace_receiver, triton_tracing_args
 from services.triton.server import TritonPorts, triton_process
@@ -127,9 +128,13 @@ def running_stack(
     timeout: float = 240,
     traces: bool = False,
     tuning: dict | None = None,
+    device: str = "cpu",
+    sim_fixed_us: float = DEFAULT_FIXED_US,
+    sim_per_token_us: float = DEFAULT_PER_TOKEN_US,
 ) -> Iterator[RunningStack]:
-    """The stack on free ports in a temporary run directory; with `traces`, its own trace receiver too, tracing
-    only what the load generator samples (ratio 0 for requests without a context)."""
+    """The stack on free ports in a temporary run directory, its encoder on `device` (cpu, or the simulated
+    accelerator: sim); with `traces`, its own trace receiver too, tracing only what the load generator samples
+    (ratio 0 for requests without a context)."""
     with tempfile.TemporaryDirectory() as run_dir:
         options = StackOptions(
             stack=stack,
@@ -147,6 +152,9 @@ def running_stack(
             trace_port=free_port(),
             trace_ratio=0.0,
             tuning=dict(tuning or {}),
+            device=device,
+            sim_fixed_us=sim_fixed_us,
+            sim_per_token_us=sim_per_token_us,
         )
         launcher = Launcher(Path(run_dir))
         try:
@@ -159,11 +167,18 @@ def running_stack(
 
 
 def minimal_processes(options: StackOptions) -> list[ProcessSpec]:
-    """The benchmark's yardstick: the minimal ensemble (`loadtest.minimal`) in the same Triton (and the stack's
-    trace receiver when traced)."""
+    """The benchmark's yardstick: the minimal ensemble (`loadtest.minimal`) in the same Triton, its encoder on the
+    stack's device (and the stack's trace receiver when traced)."""
     from loadtest.minimal import render
 
-    repository = render(options.model_dir, options.run_dir / "minimal-repository")
+    sim = None
+    if options.device == "sim":
+        sim = {
+            "sim_fixed_us": repr(float(options.sim_fixed_us)),
+            "sim_per_token_us": repr(float(options.sim_per_token_us)),
+            "sim_lock_file": str(options.sim_lock_file),
+        }
+    repository = render(options.model_dir, options.run_dir / "minimal-repository", sim)
     triton = triton_process(
         repository,
         options.run_dir,

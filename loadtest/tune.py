@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -103,9 +104,12 @@ def bench_entry(result: TuneResult, configs: list[dict]) -> dict | None:
     return {"stack": result.stack, "workers": [workers], "tuning": tuning}
 
 
-def measure(stack: str, model_dir: Path, settings: dict, seconds: float, concurrency: int) -> Trial:
+def measure(
+    stack: str, model_dir: Path, settings: dict, seconds: float, concurrency: int, device: str = "cpu"
+) -> Trial:
     knobs = {k: v for k, v in settings.items() if k != "workers" and v is not None}
-    with running_stack(stack, model_dir, workers=settings.get("workers", 1), tuning=knobs) as running:
+    workers = settings.get("workers", 1)
+    with running_stack(stack, model_dir, workers=workers, tuning=knobs, device=device) as running:
         targets = running.targets()
         engine.closed_run(targets, 2.0, concurrency)  # warm-up
         results, stats = engine.closed_run(targets, seconds, concurrency)
@@ -129,9 +133,12 @@ def tune(
     seconds: float = 8.0,
     concurrency: int = 32,
     measure=measure,
+    device: str = "cpu",
 ) -> TuneResult:
     """`measure(stack, model_dir, settings, seconds, concurrency) -> Trial` runs one trial (a real stack by
-    default)."""
+    default, its encoder on `device`)."""
+    if device != "cpu":
+        measure = partial(measure, device=device)
     if stack not in SPACES:
         raise ValueError(f"no search space for STACK '{stack}'; choose one of {', '.join(SPACES)}")
     space = SPACES[stack]

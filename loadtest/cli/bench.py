@@ -35,12 +35,21 @@ def tune_command(
     concurrency: int = typer.Option(32, min=1, help="Closed-loop workers per trial."),
     model_dir: ModelDir = Path("build/model"),
     out: Path = typer.Option(Path("results/tune"), help="tune-STACK.md and .json go here."),
+    device: str = typer.Option("cpu", help="Where the encoder runs: cpu | sim (the simulated accelerator)."),
 ) -> None:
     """Search the settings that matter (WORKERS; Triton's queue delay, preferred batch sizes, instances; ONNX
     Runtime threads) for the highest throughput whose p99 meets the SLO; prints the winner as a matrix entry."""
     from loadtest.tune import tune, write
 
-    result = tune(stack, model_dir, slo_p99_ms=slo_p99_ms, budget=budget, seconds=seconds, concurrency=concurrency)
+    result = tune(
+        stack,
+        model_dir,
+        slo_p99_ms=slo_p99_ms,
+        budget=budget,
+        seconds=seconds,
+        concurrency=concurrency,
+        device=device,
+    )
     console.print(f"report: {write(result, out)}")
     if result.best is None:
         console.print(f"no trial met p99 <= {slo_p99_ms:g} ms")

@@ -7,6 +7,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US, DEVICES
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -68,6 +70,20 @@ class MatrixConfig:
     trace_ratio: float = 0.0
     """Share of requests traced end to end; > 0 stores each configuration's traces and adds the stage breakdown and
     the bottleneck verdict to the report."""
+    device: str = "cpu"
+    """Where every configuration's encoder runs, and the ceiling's: cpu (ONNX Runtime) or sim (the simulated
+    accelerator, `services.common.sim_device`, with the two settings below)."""
+    sim_fixed_us: float = DEFAULT_FIXED_US
+    sim_per_token_us: float = DEFAULT_PER_TOKEN_US
+
+    def __post_init__(self):
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, not '{self.device}'")
+
+    @property
+    def device_settings(self) -> dict:
+        """What `running_stack` and the ceiling take: the device and its timing."""
+        return {"device": self.device, "sim_fixed_us": self.sim_fixed_us, "sim_per_token_us": self.sim_per_token_us}
 
     @classmethod
     def load(cls, path: Path) -> MatrixConfig:

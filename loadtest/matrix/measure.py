@@ -210,6 +210,7 @@ def run_config(
         padding=run.padding,
         traces=traced,
         tuning=run.tuning_settings(),
+        **config.device_settings,
     ) as running:
         attacks = ConfigRound(config, run, running, raw_dir, round_no, metrics)
         saturation = attacks.saturate()

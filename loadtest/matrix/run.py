@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from loadtest.ceiling import ceiling
+from loadtest.ceiling import ceiling, ceiling_name
 from loadtest.matrix.config import MatrixConfig
 from loadtest.matrix.measure import Measurement, run_config
 from loadtest.matrix.report import write_outputs
@@ -57,17 +57,19 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
         metrics.serve(metrics_port)
     info = machine_info()
     texts = MIXES[config.mix](512)
-    references = [ceiling(model_dir, texts, config.ceiling_seconds)]
+    references = [ceiling(model_dir, texts, config.ceiling_seconds, **config.device_settings)]
     console.print(
-        f"raw ONNX Runtime ceiling: {references[0]['rate']:.1f} sequences/s at batch {references[0]['batch']}"
+        f"{ceiling_name(references[0])}: {references[0]['rate']:.1f} sequences/s at batch {references[0]['batch']}"
     )
     measurements: list[Measurement] = []
     analyses: dict = {}
     for round_no in range(1, config.rounds + 1):
         measurements += _round(config, round_no, model_dir, raw_dir, metrics, analyses)
         if config.rounds > 1:  # the reference after every round: each round is judged against its own machine
-            references.append(ceiling(model_dir, texts, config.ceiling_seconds))
-            console.print(f"raw ONNX Runtime ceiling after round {round_no}: {references[-1]['rate']:.1f} sequences/s")
+            references.append(ceiling(model_dir, texts, config.ceiling_seconds, **config.device_settings))
+            console.print(
+                f"{ceiling_name(references[-1])} after round {round_no}: {references[-1]['rate']:.1f} sequences/s"
+            )
     attach_model_cpu(measurements, references, config.rounds)
     write_outputs(out, measurements, reference_summary(references), info, config, analyses)
     return out

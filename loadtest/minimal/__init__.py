@@ -3,6 +3,8 @@ Python-backend models (a tokenizer that calls `encode_batch` and pads to the lon
 over ONNX Runtime with 2 intra-op threads), each `max_batch_size: 64` with `dynamic_batching
 { max_queue_delay_microseconds: 2000 }` and no preferred sizes, one instance each, joined by an ensemble. No
 project code runs inside it: it is the yardstick that says whether the project's own ensemble is a strong one.
+With the simulated device's parameters its encoder waits on the project's simulated accelerator instead
+(`sim_encoder_model.py`), the device every stack of a `DEVICE=sim` benchmark runs its model on.
 """
 
 from __future__ import annotations
@@ -66,13 +68,18 @@ ensemble_scheduling {
 """
 
 
-def render(model_dir: Path, dest: Path) -> Path:
-    """The minimal repository for an exported model directory (model.onnx + tokenizer.json), at `dest`."""
+def render(model_dir: Path, dest: Path, sim: dict[str, str] | None = None) -> Path:
+    """The minimal repository for an exported model directory (model.onnx + tokenizer.json), at `dest`; with `sim`
+    (the simulated device's config parameters: `sim_fixed_us`, `sim_per_token_us`, `sim_lock_file`), its encoder on
+    that device."""
     if dest.exists():
         shutil.rmtree(dest)
+    encoder, encoder_source = ENCODER, "encoder_model.py"
+    if sim is not None:
+        encoder, encoder_source = sim_encoder_config(sim), "sim_encoder_model.py"
     for name, config, source in (
         ("tokenizer", TOKENIZER, "tokenizer_model.py"),
-        ("encoder", ENCODER, "encoder_model.py"),
+        ("encoder", encoder, encoder_source),
         ("ensemble", ENSEMBLE, None),
     ):
         version = dest / name / "1"
@@ -82,4 +89,17 @@ def render(model_dir: Path, dest: Path) -> Path:
             shutil.copy(HERE / source, version / "model.py")
     shutil.copy(model_dir / "tokenizer.json", dest / "tokenizer" / "1" / "tokenizer.json")
     shutil.copy(model_dir / "model.onnx", dest / "encoder" / "1" / "model.onnx")
+    if sim is not None:
+        shutil.copy(model_dir / "manifest.json", dest / "encoder" / "1" / "manifest.json")
     return dest
+
+
+def sim_encoder_config(parameters: dict[str, str]) -> str:
+    """ENCODER with the simulated device's parameters, written by protobuf's text format (every value escaped)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = text_format.Parse(ENCODER, model_config_pb2.ModelConfig())
+    for key, value in ({"device": "sim"} | parameters).items():
+        config.parameters[key].string_value = value
+    return text_format.MessageToString(config)

@@ -36,6 +36,14 @@ def test_shipped_matrix_files_load(path: Path):
     assert {run.stack for run in config.runs()} <= {"fastapi", "triton", "clearml", "minimal"}
 
 
+def test_a_matrix_names_the_device_its_stacks_and_ceiling_run_on():
+    config = MatrixConfig.load(ROOT / "loadtest" / "matrices" / "sim.toml")
+    assert config.device_settings == {"device": "sim", "sim_fixed_us": 642.0, "sim_per_token_us": 4.25}
+    assert MatrixConfig(configs=[]).device_settings["device"] == "cpu"
+    with pytest.raises(ValueError, match="device must be one of cpu, sim"):
+        MatrixConfig(configs=[], device="gpu")
+
+
 def test_labels_name_what_differs():
     def label(stack, batching=True, padding="ragged"):
         return Measurement(stack, 2, batching, "saturation", None, 1, 1, 1, 1, 1, 1, 1, padding=padding).label

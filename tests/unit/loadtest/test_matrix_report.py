@@ -68,3 +68,12 @@ def test_replot_redraws_the_same_report_from_summary_json(tmp_path):
     (tmp_path / "report.md").unlink()
     replot(tmp_path)
     assert (tmp_path / "report.md").read_text() == first
+
+
+def test_a_simulated_device_run_says_so_and_its_ceiling_is_the_devices():
+    sim = CEILING | {"device": "sim", "sim": {"fixed_us": 642.0, "per_token_us": 4.25}}
+    report = markdown("run-sim", run_measurements(), sim, INFO, MatrixConfig(configs=[], device="sim"))
+    assert "Simulated device ceiling (642 us + 4.25 us a padded token) (no server, best batch size 16)" in report
+    assert "Every encoder ran on the simulated accelerator" in report
+    plain = markdown("run-cpu", run_measurements(), CEILING, INFO, MatrixConfig(configs=[]))
+    assert "Raw ONNX Runtime ceiling" in plain and "simulated" not in plain
