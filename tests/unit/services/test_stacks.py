@@ -156,3 +156,21 @@ def test_an_empty_admin_token_file_stops_serving_up_with_the_fix(options, conten
     (options.run_dir / "admin-token").write_text(content)
     with pytest.raises(ConfigurationError, match="is empty: delete it and `serving up` writes a new one"):
         stack_processes(options)
+
+
+def test_the_simulated_device_goes_where_each_stack_runs_its_model(options):
+    sim = replace(options, device="sim", sim_fixed_us=500.0, sim_per_token_us=3.0)
+    lock = str((sim.run_dir / "sim-device.lock").resolve())
+    (fastapi,) = stack_processes(replace(sim, stack="fastapi", workers=2))
+    assert fastapi.env["SERVING_DEVICE"] == "sim" and fastapi.env["SERVING_SIM_LOCK_FILE"] == lock
+    assert float(fastapi.env["SERVING_SIM_FIXED_US"]) == 500 and float(fastapi.env["SERVING_SIM_PER_TOKEN_US"]) == 3
+    for stack in ("triton", "clearml"):
+        processes = stack_processes(replace(sim, stack=stack))
+        encoder = parse((sim.run_dir / "triton-repository" / "encoder" / "config.pbtxt").read_text())
+        params = {key: value.string_value for key, value in encoder.parameters.items()}
+        assert params["device"] == "sim" and params["sim_lock_file"] == lock and float(params["sim_fixed_us"]) == 500
+        assert not any(k.endswith("DEVICE") for p in processes for k in p.env), "the gateway learns it from Triton"
+    assert "SERVING_DEVICE" not in stack_processes(replace(options, stack="fastapi"))[0].env
+    write_stack_info(replace(sim, stack="fastapi"))
+    info = read_stack_info(sim.run_dir)
+    assert info["device"] == "sim" and info["sim"] == {"fixed_us": 500.0, "per_token_us": 3.0}
