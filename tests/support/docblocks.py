@@ -31,7 +31,7 @@ NOT_RUN = re.compile(r"^\s*<!--\s*not run:(.*?)-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 MAKE_UP = re.compile(r"^\s*make\s+up\b(?P<args>[^#]*)")
 MAKE_DOWN = re.compile(r"^\s*make\s+down\b")
-KNOBS = {"STACK": "clearml", "WORKERS": "1", "BATCHING": "on", "TRACES": "", "TRACE_RATIO": "1.0"}
+KNOBS = {"STACK": "clearml", "WORKERS": "1", "BATCHING": "on", "DEVICE": "cpu", "TRACES": "", "TRACE_RATIO": "1.0"}
 """The `make up` knobs a runnable block may set: with other ports or models the documented URLs would not apply."""
 HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 PRINT_OUTPUT = re.compile(r"^\s*print\(.*\)\s*#\s?(?P<out>.*)$")
