@@ -25,6 +25,10 @@ class RegistryVersion(Protocol):
 
 
 class Registry(Protocol):
+    def ping(self) -> None:
+        """Raise, naming the registry, unless it answers."""
+        ...
+
     def versions(self, name: str) -> Sequence[RegistryVersion]:
         """Every version of registered model `name`, oldest first."""
         ...

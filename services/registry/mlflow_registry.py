@@ -16,9 +16,11 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 from services.common import artifacts
 from services.common.contract import MANIFEST_FILE, Manifest, sha256_file
-from services.common.errors import ConfigurationError, NotFound
+from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.common.private import private_dir, private_file
 from services.registry.lineage import DATASET_ARTIFACT_TAG, UiLinks, datasets, pipeline
 from services.registry.settings import RegistrySettings
@@ -159,6 +161,18 @@ class ModelRegistry:
             tags[DATASET_ARTIFACT_TAG] = f"datasets/{dataset.path.name}"
         self.mlflow.log_input(entity, context="training", tags=tags or None)
 
+    def ping(self, timeout: float = 5.0) -> None:
+        """Raise Unavailable, naming the registry, unless its tracking server answers its health check (an embedded
+        store always answers)."""
+        if not self.uri.startswith(("http://", "https://")):
+            return
+        try:
+            answer = httpx.get(f"{self.uri.rstrip('/')}/health", timeout=timeout)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"the registry at {self.uri} does not answer: {exc}", retry_after=5) from None
+        if answer.status_code != 200:
+            raise Unavailable(f"the registry at {self.uri} answered {answer.status_code} to its health check")
+
     def versions(self, name: str) -> list[RegistryVersion]:
         found = self.client.search_model_versions(filter_string=f"name = '{name}'")
         return sorted(
@@ -181,6 +195,7 @@ class ModelRegistry:
         try:
             found = self.client.get_model_version(name, version)
         except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+            self.ping()  # the registry away is not a missing version
             raise NotFound(f"registry has no version {version} of '{name}': {exc}") from None
         artifact_uri = self.client.get_run(found.run_id).info.artifact_uri
         tracking = self.uri if self.uri.startswith(("http://", "https://")) else None

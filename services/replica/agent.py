@@ -12,8 +12,12 @@ live once every replica that reported lately holds it (CONTROLLER_PLACEMENT=agen
 Before its Triton starts (`prepare`, run by `agent_host` before each start of the server) the agent places every
 live version, so Triton loads them all before it opens its ports: a joining or restarted replica cannot be reached
 by the gateways' round-robin before it holds what they route to. It reports itself (holding nothing) before that, so
-no version goes live without it while it starts. While its Triton is down the agent reports nothing, so the replica
-drops out of the controller's count after CONTROLLER_REPLICA_TTL instead of holding new versions back for good.
+no version goes live without it while it starts. While its Triton is down or wedged (it does not answer within its
+timeouts) the agent says so once and reports nothing, so the replica drops out of the controller's count after
+CONTROLLER_REPLICA_TTL instead of holding new versions back for good.
+
+While the registry does not answer (asked once a tick, said once: `RegistryWatch`) the replica keeps serving what it
+holds, and the versions whose files it lacks wait for it; those it has on disk intact are placed again without it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -31,7 +34,9 @@ from services.common.errors import ConfigurationError, ServingError, Unavailable
 from services.lifecycle import placement
 from services.lifecycle.controller.deploy import check_output
 from services.lifecycle.ports import Registry, TritonControl
+from services.lifecycle.registry_watch import RegistryWatch
 from services.lifecycle.state import DeploymentStore, EndpointState
+from services.replica.plan import Change, plan, registered_names
 
 log = logging.getLogger("triton-agent")
 
@@ -47,36 +52,6 @@ class ReplicaTriton(TritonControl, Protocol):
     def server_live(self) -> bool: ...
 
     def ready_versions(self) -> dict[str, list[str]]: ...
-
-
-@dataclass(frozen=True)
-class Change:
-    """What one endpoint's model needs: versions to place and load, versions to remove."""
-
-    add: list[str] = field(default_factory=list)
-    drop: list[str] = field(default_factory=list)
-
-
-def plan(
-    wanted: dict[str, list[str]], placed: dict[str, list[str]], served: dict[str, list[str]] | None = None
-) -> dict[str, Change]:
-    """Per model, the versions to add and to drop, oldest first; a model with nothing to change is left out. Pure:
-    the agent's whole sync decision. Added: the wanted versions Triton does not serve (`served`; before Triton
-    runs, the ones not placed), so a placed version Triton lost or failed to load is placed and loaded again.
-    Dropped: the placed versions no longer wanted."""
-    changes = {}
-    served = placed if served is None else served
-    for model in sorted(set(wanted) | set(placed)):
-        want, have, serving = set(wanted.get(model, [])), set(placed.get(model, [])), set(served.get(model, []))
-        change = Change(sorted(want - serving, key=int), sorted(have - want, key=int))
-        if change.add or change.drop:
-            changes[model] = change
-    return changes
-
-
-def registered_names(endpoints: dict[str, EndpointState]) -> dict[str, str]:
-    """The registered model each endpoint's versions are fetched from."""
-    return {name: item.registered_name or name for name, item in endpoints.items()}
 
 
 class ReplicaAgent:
@@ -97,6 +72,10 @@ class ReplicaAgent:
         """Versions warmed up and checked since Triton last loaded them: the ones reported."""
         self.failed: dict[tuple[str, str], tuple[int, float]] = {}
         """Versions that failed to fetch, load or answer here: failures so far, and when they are tried again."""
+        self.triton_answers = True
+        self.registry_watch = RegistryWatch(
+            registry, log, "this replica keeps serving the versions it holds; the ones it lacks wait", clock
+        )
 
     # --- before Triton starts -------------------------------------------------------------------------------------
     def prepare(self) -> list[str]:
@@ -118,9 +97,16 @@ class ReplicaAgent:
     # --- while Triton runs ----------------------------------------------------------------------------------------
     def tick(self) -> None:
         """One sync with the state and one report, when Triton answers; else nothing (the report ages out)."""
+        self.registry_watch.check()
         if not self.triton.server_live():
+            if self.triton_answers:
+                log.warning("Triton does not answer (down, starting or wedged): %s reports nothing", self.replica)
+            self.triton_answers = False
             self.checked.clear()
             return
+        if not self.triton_answers:
+            log.info("Triton answers again")
+            self.triton_answers = True
         endpoints = self.store.read().endpoints
         self.sync(endpoints)
         self.report(endpoints)
@@ -143,6 +129,8 @@ class ReplicaAgent:
     def apply(self, model: str, registered: str, change: Change) -> None:
         added = []
         for version in change.add:
+            if not (self.registry_watch.up or intact(self.version_dir(model, version))):
+                continue  # its files are to be fetched: it waits for the registry (said once, by the watch)
             try:
                 self.place(model, registered, version)
                 added.append(version)

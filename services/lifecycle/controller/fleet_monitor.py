@@ -52,12 +52,14 @@ class DataSetReferences:
             return None
 
 
-def start_fleet_drift(settings: ControllerSettings, store: DeploymentStore) -> threading.Event | None:
-    """Start the monitor's thread and /metrics server when a Prometheus is configured; returns the thread's stop
-    event (None: no Prometheus, each gateway worker judges its own traffic)."""
+def start_fleet_drift(
+    settings: ControllerSettings, store: DeploymentStore, registry: CollectorRegistry
+) -> threading.Event | None:
+    """Start the monitor's thread and /metrics server (serving `registry`, the controller's own metrics with the
+    monitor's scores) when a Prometheus is configured; returns the thread's stop event (None: no Prometheus, each
+    gateway worker judges its own traffic)."""
     if not settings.prometheus_url:
         return None
-    registry = CollectorRegistry()
     monitor = FleetDrift(
         FleetFeatureCounts(PrometheusApi(settings.prometheus_url)).read,
         settings.drift,

@@ -1,6 +1,9 @@
 """The controller's loop: once an interval, for each endpoint, each step in turn (discover, deploy, reconcile,
 advance the rollout, prune, unload). A step that fails on something outside (registry, Triton, gateway) is retried
-later with exponential backoff and said in the log; the other steps and endpoints go on.
+later with exponential backoff and said in the log (at WARNING when it starts failing, its retries at INFO); the
+other steps and endpoints go on. Whether the registry answers is asked once a tick (`RegistryWatch`): while it does
+not, discovery waits (nothing new can be found) and every other step goes on; said once, and once it answers again
+every step that backed off meanwhile runs at once.
 
 The shared deployment state (`SERVING_STATE_URL`) is read at the start of each tick. Whatever it holds (not JSON,
 the wrong schema), the loop never dies on it: it says so once per distinct problem at WARNING, keeps the last good
@@ -24,10 +27,13 @@ from services.lifecycle.controller.gateway_metrics import gateway_metrics
 from services.lifecycle.controller.rollouts import Rollouts
 from services.lifecycle.controller.triton_sync import TritonSync
 from services.lifecycle.ports import GatewayMetrics, Registry, TritonControl
+from services.lifecycle.registry_watch import RegistryWatch
 from services.lifecycle.settings import ControllerSettings
 from services.lifecycle.state import Deployments, DeploymentStore, StateLost, StateStoreUnavailable
 
 log = logging.getLogger("controller")
+NEEDS_REGISTRY = {"discover"}
+"""Steps that only read the registry: skipped while it does not answer."""
 
 
 class Controller:
@@ -58,6 +64,9 @@ class Controller:
             sync.prune,
             sync.unload_drained,
         )
+        self.registry_watch = RegistryWatch(
+            registry, log, "the deployed versions keep serving; new registry versions wait", monotonic
+        )
         self.backoff: dict[str, float] = {}  # step:endpoint -> monotonic time before which it is not retried
         self.failures: dict[str, int] = {}
         self.last_good: Deployments | None = None
@@ -82,8 +91,12 @@ class Controller:
 
     def tick(self) -> None:
         state = self.read_state()
+        if self.registry_watch.check():  # back: the steps that failed on it meanwhile are not left in their backoff
+            self.backoff = {key: until for key, until in self.backoff.items() if key == "state"}
         for name in list(state.endpoints) if state else []:
             for step in self.steps:
+                if step.__name__ in NEEDS_REGISTRY and not self.registry_watch.up:
+                    continue
                 self._guarded(f"{step.__name__}:{name}", step, name)
 
     def read_state(self) -> Deployments | None:
@@ -147,7 +160,8 @@ class Controller:
                 self.settings.max_backoff, self.settings.interval * 2 ** min(failures, 30)
             )  # 2**1024 overflows a float
             self.backoff[key] = self.monotonic() + delay
-            log.warning("%s failed (%s); retrying in %.0fs", key, exc, delay)
+            level = logging.WARNING if failures == 1 else logging.INFO  # said once, not at every retry
+            log.log(level, "%s failed (%s); retrying in %.0fs", key, exc, delay)
         else:
             if self.failures.pop(key, None):
                 log.info("%s works again", key)

@@ -1,10 +1,13 @@
 """The controller process (`serving controller`, `python -m services.lifecycle.controller`): settings read once,
-logging, and the real collaborators: the MLflow registry, Triton's HTTP model-control API, the gateway's /metrics."""
+logging, and the real collaborators: the MLflow registry, Triton's HTTP model-control API, the gateway's /metrics.
+With a Prometheus its own /metrics has the fleet's drift scores and `serving_registry_up`."""
 
 from __future__ import annotations
 
 import logging
 import os
+
+from prometheus_client import CollectorRegistry, Gauge
 
 from services.lifecycle.controller.fleet_monitor import start_fleet_drift
 from services.lifecycle.controller.loop import Controller
@@ -33,7 +36,10 @@ def main() -> None:
     triton = TritonModels(settings.triton_repository, settings.triton_http_url, options, control_key=key)
     registry = ModelRegistry(RegistrySettings(run_dir=settings.run_dir))
     controller = Controller(settings, registry, triton)
-    start_fleet_drift(settings, controller.store)  # with a Prometheus: drift judged on the fleet
+    metrics = CollectorRegistry()
+    up = Gauge("serving_registry_up", "1 while the model registry answers the controller, else 0", registry=metrics)
+    up.set_function(lambda: float(controller.registry_watch.up))
+    start_fleet_drift(settings, controller.store, metrics)  # with a Prometheus: drift judged on the fleet
     controller.run()
     # Every step's result is already in the state file (written atomically) and MLflow's store: nothing is left to
     # finalize, and the interpreter's own teardown of MLflow, SQLAlchemy and ONNX Runtime took 4.8-6.7 s after

@@ -43,6 +43,9 @@ class FakeRegistry:
     def tags(self, name: str, version: str) -> dict[str, str]:
         return next(v.tags for v in self.entries[name] if v.version == version)
 
+    def ping(self) -> None:
+        self._check()
+
     def versions(self, name: str) -> list[FakeVersion]:
         self._check()
         return list(self.entries.get(name, []))

@@ -6,6 +6,8 @@ directories cannot run one). Fakes of the project's own seams are fine in the un
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from services.common.contract import MODEL_FILE
@@ -101,15 +103,33 @@ def test_a_step_failing_for_days_keeps_its_backoff_at_the_cap(world):
     assert world.controller.backoff[key] == world.clock.now + world.controller.settings.max_backoff
 
 
-def test_an_unreachable_registry_backs_off_discovery_only(world):
+def test_an_unreachable_registry_holds_back_discovery_only_is_said_once_and_its_return_deploys_at_once(world, caplog):
     world.register()
     world.tick()
     world.registry.reachable = False
     world.register()
-    world.tick()
-    assert "discover:emb" in world.controller.backoff and "reconcile:emb" not in world.controller.backoff
+    caplog.set_level(logging.INFO, logger="controller")
+    for _ in range(20):
+        world.tick(1.0)
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(said) == 1 and "registry unreachable; the deployed versions keep serving" in said[0], said
+    assert world.serving() == {"1"} and "2" not in world.states() and world.controller.backoff == {}
     world.registry.reachable = True
-    assert world.tick(2.0).versions["2"].state == "live"
+    assert world.tick(0.1).versions["2"].state == "live", "not left in a backoff of up to 30 s"
+    assert "the registry answers again after 19s" in [r.getMessage() for r in caplog.records]
+
+
+def test_a_step_failing_on_and_on_is_said_once_at_warning_its_retries_at_info(world, caplog):
+    world.triton.up = False
+    world.register()
+    caplog.set_level(logging.INFO, logger="controller")
+    for seconds in (0, 2, 4, 8):
+        world.tick(seconds)
+    failed = [(r.levelname, r.getMessage()) for r in caplog.records if "deploy_loading:emb failed" in r.getMessage()]
+    assert [level for level, _ in failed] == ["WARNING", "INFO", "INFO", "INFO"], failed
+    world.triton.up = True
+    world.tick(16)
+    assert caplog.records[-1].getMessage() == "deploy_loading:emb works again"
 
 
 def test_versions_beyond_max_versions_drain_then_leave_triton_and_the_disk(tmp_path):

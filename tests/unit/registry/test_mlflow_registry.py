@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from services.common.contract import Manifest
-from services.common.errors import ConfigurationError, NotFound
+from services.common.errors import ConfigurationError, NotFound, Unavailable
+from services.launcher import free_port
 from services.registry.mlflow_registry import ARTIFACT_PATH, DatasetRef, code_revision
 from tests.support.models import unit_model_dir
 from tests.unit.registry.conftest import UI, VIEW
@@ -63,6 +64,29 @@ def test_fetch_of_an_unknown_version_is_not_found(registry, published, tmp_path)
     with pytest.raises(NotFound, match="registry has no version 9 of 'unit-emb'"):
         registry.fetch("unit-emb", "9", tmp_path / "dest")
     assert not (tmp_path / "dest").exists()
+
+
+@pytest.fixture
+def away(registry, tmp_path, monkeypatch):
+    """The adapter pointed at a tracking server that is not there (nothing listens on its port)."""
+    import mlflow
+
+    from services.registry.mlflow_registry import ModelRegistry
+    from services.registry.settings import RegistrySettings
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # as the controller and the agents run it
+    before = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
+    yield ModelRegistry(RegistrySettings(run_dir=tmp_path, tracking_uri=f"http://127.0.0.1:{free_port()}"))
+    mlflow.set_tracking_uri(before[0])  # the adapter sets MLflow's process-wide URIs: the ones before it again
+    mlflow.set_registry_uri(before[1])
+
+
+def test_a_registry_that_does_not_answer_is_unavailable_not_a_missing_version(registry, away, tmp_path):
+    registry.ping()  # the embedded store always answers
+    with pytest.raises(Unavailable, match=rf"the registry at {away.uri} does not answer: .*refused"):
+        away.ping()
+    with pytest.raises(Unavailable, match=rf"the registry at {away.uri} does not answer"):
+        away.fetch("unit-emb", "1", tmp_path)
 
 
 def test_the_run_records_what_was_built_and_from_what(registry, published, model_dir):

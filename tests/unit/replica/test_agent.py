@@ -5,16 +5,18 @@ and the real repository handling, with Triton's HTTP API played in memory (`agen
 
 from __future__ import annotations
 
+import logging
+import shutil
 import socket
 
 import numpy as np
 import pytest
 
 from services.common.contract import MODEL_FILE
-from services.replica.agent import Change, plan
+from services.replica.plan import Change, plan
 from services.replica.settings import AgentSettings
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
-from tests.unit.replica.agent_world import Replica
+from tests.unit.replica.agent_world import REPLICA, Replica
 
 
 @pytest.fixture
@@ -136,6 +138,54 @@ def test_an_unreachable_registry_holds_back_only_the_version_it_could_not_fetch(
     assert replica.tick() == {}
     replica.registry.reachable = True
     assert replica.tick(seconds=3.0) == {"emb": [version]}
+
+
+def test_while_the_registry_is_away_a_version_to_fetch_waits_without_a_backoff_and_it_is_said_once(replica, caplog):
+    kept = replica.version("live")
+    replica.agent.prepare()
+    replica.triton.load("emb")
+    replica.tick()
+    replica.registry.reachable = False
+    new = replica.version("loading", verified=True)
+    caplog.set_level(logging.INFO, logger="triton-agent")
+    for _ in range(30):
+        assert replica.tick() == {"emb": [kept]}, "what it holds stays reported"
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert said == [
+        "registry unreachable; this replica keeps serving the versions it holds; the ones it lacks wait until it "
+        "answers again"
+    ]
+    replica.registry.reachable = True
+    assert replica.tick(seconds=0.1) == {"emb": [kept, new]}, "fetched on its return, not after a backoff"
+    assert "the registry answers again after 29s" in [r.getMessage() for r in caplog.records]
+
+
+def test_a_triton_restarted_while_the_registry_is_away_gets_back_every_version_it_has_on_disk(replica):
+    live = [replica.version("live"), replica.version("live")]
+    replica.agent.prepare()
+    replica.registry.reachable = False
+    replica.triton.restart()
+    shutil.rmtree(replica.triton.repository)  # a fresh repository (an emptyDir): the fetched copies are still there
+    assert replica.agent.prepare() == ["emb"] and replica.placed() == live and replica.fetches == 2
+    replica.triton.load("emb")
+    assert replica.tick() == {"emb": live}
+
+
+def test_a_triton_that_does_not_answer_is_said_once_and_its_replica_reports_nothing(replica, caplog):
+    version = replica.version("live")
+    replica.agent.prepare()
+    replica.triton.load("emb")
+    replica.tick()
+    replica.triton.up = False
+    caplog.set_level(logging.INFO, logger="triton-agent")
+    for _ in range(11):
+        replica.tick()
+    assert replica.reported() is None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Triton does not answer (down, starting or wedged): {REPLICA} reports nothing"
+    ]
+    replica.triton.up = True
+    assert replica.tick() == {"emb": [version]} and caplog.records[-1].getMessage() == "Triton answers again"
 
 
 def test_after_a_restart_of_triton_versions_are_checked_again_before_they_are_reported(replica):
