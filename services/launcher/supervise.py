@@ -133,15 +133,19 @@ class Supervisor:
 
     def _check(self, watched: Watched, now: float) -> None:
         """Starting: poll readiness until `ready_timeout`; running: the liveness probe every `probe_period`. Each runs
-        in a thread with its deadline and its result is read on a later tick, so a hung server stalls no other."""
+        in a thread with its deadline and its result is read on a later tick, so a hung server stalls no other; the
+        tick that reads a result starts the next check when one is due (a replica agent ticks seldom while its
+        Triton hangs its own calls)."""
         if watched.check is not None:
-            if watched.check.done():
-                error, watched.check = watched.check.exception(), None
-                if watched.phase == "starting":
-                    self._readiness(watched, error, now)
-                else:
-                    self._probed(watched, error, now)
-            return
+            if not watched.check.done():
+                return
+            error, watched.check = watched.check.exception(), None
+            if watched.phase == "starting":
+                self._readiness(watched, error, now)
+            else:
+                self._probed(watched, error, now)
+            if watched.phase not in ("starting", "running"):
+                return  # being restarted
         spec = watched.spec
         if watched.phase == "starting":
             if now > watched.due:

@@ -14,7 +14,8 @@ live version, so Triton loads them all before it opens its ports: a joining or r
 by the gateways' round-robin before it holds what they route to. It reports itself (holding nothing) before that, so
 no version goes live without it while it starts. While its Triton is down or wedged (it does not answer within its
 timeouts) the agent says so once and reports nothing, so the replica drops out of the controller's count after
-CONTROLLER_REPLICA_TTL instead of holding new versions back for good.
+CONTROLLER_REPLICA_TTL instead of holding new versions back for good. `probe_target`, a version that answered its
+check here, is what the supervisor's liveness probe of the agent's own Triton infers on.
 
 While the registry does not answer (asked once a tick, said once: `RegistryWatch`) the replica keeps serving what it
 holds, and the versions whose files it lacks wait for it; those it has on disk intact are placed again without it.
@@ -72,6 +73,11 @@ class ReplicaAgent:
         """Versions warmed up and checked since Triton last loaded them: the ones reported."""
         self.failed: dict[tuple[str, str], tuple[int, float]] = {}
         """Versions that failed to fetch, load or answer here: failures so far, and when they are tried again."""
+        self.answering: set[tuple[str, str]] = set()
+        """Checked versions that passed their check here (a live one that failed it is kept, and not in here)."""
+        self.probe_target: tuple[str, str] | None = None
+        """The newest version Triton holds that answered here (model, version; the last to be drained): the liveness
+        probe's; None: none yet."""
         self.triton_answers = True
         self.registry_watch = RegistryWatch(
             registry, log, "this replica keeps serving the versions it holds; the ones it lacks wait", clock
@@ -101,7 +107,7 @@ class ReplicaAgent:
         if not self.triton.server_live():
             if self.triton_answers:
                 log.warning("Triton does not answer (down, starting or wedged): %s reports nothing", self.replica)
-            self.triton_answers = False
+            self.triton_answers, self.probe_target = False, None
             self.checked.clear()
             return
         if not self.triton_answers:
@@ -157,6 +163,7 @@ class ReplicaAgent:
         ready = self.triton.ready_versions()
         held = {(model, version) for model, versions in ready.items() for version in versions}
         self.checked &= held  # a version Triton lost (it restarted) is checked again once it is back
+        self.answering &= held
         report: dict[str, list[str]] = {}
         for name, item in endpoints.items():
             for version in placement.wanted(item):
@@ -165,6 +172,7 @@ class ReplicaAgent:
                 loading = item.versions[version].state == "loading"
                 if (name, version) in self.checked or self.check(name, version, strict=loading):
                     report.setdefault(name, []).append(version)
+        self.probe_target = max(self.answering, key=lambda held: (held[0], int(held[1])), default=None)
         self.store.report_replica(self.replica, report, self.clock())
 
     def check(self, model: str, version: str, *, strict: bool) -> bool:
@@ -187,6 +195,7 @@ class ReplicaAgent:
             self.fail(model, version, f"failed its check through Triton: {exc}")
         else:
             self.checked.add((model, version))
+            self.answering.add((model, version))
             self.failed.pop((model, version), None)
             return True
         self.triton.remove(model, version)

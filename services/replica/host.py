@@ -5,7 +5,8 @@ The server is the launcher's `ProcessSpec` of every stack's Triton (`server.trit
 model-control mode; its `prepare` hook, run by the launcher before each start, is the agent's `prepare`, and adds a
 `--load-model` for every deployed model it placed: tritonserver loads those before it opens its HTTP and gRPC ports.
 The restarts are the supervisor's (`services.launcher.Supervisor`, ticked from the agent's loop), with its backoff
-and, when a built-in model is served, its inference liveness probe.
+and its liveness probe: an inference with a deadline on the built-in model when one is served, else on a deployed
+version that answered the agent's check here (`ReplicaAgent.probe_target`), else Triton's live endpoint.
 
 With AGENT_START_TRITON=false the agent syncs a Triton started by someone else (a container beside it, serving the
 same repository); `serving triton-agent --prepare-only` places the live versions and exits, for an init step before
@@ -22,11 +23,13 @@ import time
 
 from services.common.errors import ConfigurationError, ServingError, Unavailable
 from services.launcher import Launcher, Supervisor
+from services.launcher.supervise import http_ready
 from services.lifecycle.state_db import StateLost
 from services.replica.agent import ReplicaAgent
 from services.replica.settings import AgentSettings
 from services.stacks.triton_service import STACK_TRITON_DEFAULTS
 from services.triton.control_key import ensure_control_key, read_control_key
+from services.triton.liveness import InferenceProbe
 from services.triton.model_control import TritonModels
 from services.triton.repository import RenderOptions, render
 from services.triton.server import triton_process
@@ -56,6 +59,8 @@ class TritonHost:
         if settings.log_json:  # Triton's own lines as JSON, as `serving up --log-json` has them
             self.spec.argv = [sys.executable, "-m", "services.triton.logpipe", "--", *self.spec.argv]
         self.spec.prepare = self.prepare
+        self.spec.liveness = self.spec.liveness or self.liveness
+        self.probe: InferenceProbe | None = None
         self.base_argv = list(self.spec.argv)
         self.launcher = Launcher(settings.run_dir)
         self.supervisor: Supervisor | None = None
@@ -70,6 +75,17 @@ class TritonHost:
             raise Unavailable(f"the live versions could not be placed before Triton's start: {exc}") from None
         self.spec.argv = self.base_argv + [f"--load-model={model}" for model in models]
         log.info("starting Triton with the deployed models %s", models or "none")
+
+    def liveness(self, timeout: float) -> None:
+        """One liveness probe with its deadline (run in the supervisor's thread): an inference on the version the
+        agent names, or Triton's live endpoint while it names none (nothing deployed, or Triton just started)."""
+        target = self.agent.probe_target
+        if target is None:
+            http_ready(f"{self.settings.http_url}/v2/health/live", timeout)
+            return
+        if self.probe is None or (self.probe.model, self.probe.version) != target:
+            self.probe = InferenceProbe(self.settings.http_url, *target)
+        self.probe(timeout)
 
     def start(self, stop: dict) -> bool:
         """Start the server and wait for it to be ready, trying again with backoff until it is or `stop` is set."""

@@ -66,16 +66,17 @@ def probe_request(metadata: dict) -> dict:
 
 
 class InferenceProbe:
-    """A callable liveness check (`ProcessSpec.liveness`): raises `ProbeFailed` unless `model` answers a small
-    inference within the deadline. The request is built once, from the first metadata the server gives."""
+    """A callable liveness check (`ProcessSpec.liveness`): raises `ProbeFailed` unless `model` (its `version`, else
+    the one Triton picks) answers a small inference within the deadline. The request is built once, from the first
+    metadata the server gives."""
 
-    def __init__(self, url: str, model: str):
-        self.url, self.model = url.rstrip("/"), model
+    def __init__(self, url: str, model: str, version: str | None = None):
+        self.url, self.model, self.version = url.rstrip("/"), model, version
         self.body: dict | None = None
 
     def __call__(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        base = f"{self.url}/v2/models/{self.model}"
+        base = f"{self.url}/v2/models/{self.model}" + (f"/versions/{self.version}" if self.version else "")
         if self.body is None:
             self.body = probe_request(_call(base, deadline))
         answer = _call(f"{base}/infer", deadline, self.body)

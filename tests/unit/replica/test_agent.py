@@ -176,11 +176,12 @@ def test_a_triton_that_does_not_answer_is_said_once_and_its_replica_reports_noth
     replica.agent.prepare()
     replica.triton.load("emb")
     replica.tick()
+    assert replica.agent.probe_target == ("emb", version), "what the liveness probe infers on"
     replica.triton.up = False
     caplog.set_level(logging.INFO, logger="triton-agent")
     for _ in range(11):
         replica.tick()
-    assert replica.reported() is None
+    assert replica.reported() is None and replica.agent.probe_target is None
     assert [r.getMessage() for r in caplog.records] == [
         f"Triton does not answer (down, starting or wedged): {REPLICA} reports nothing"
     ]
@@ -212,6 +213,15 @@ def test_a_version_triton_lost_while_running_is_loaded_again(replica):
     assert replica.triton.loaded == {("emb", version)} and replica.fetches == 1
 
 
+def test_the_liveness_probe_infers_on_the_newest_version_that_answered_here(replica):
+    for _ in range(10):
+        replica.version("live")
+    replica.agent.prepare()
+    replica.triton.load("emb")
+    replica.tick()
+    assert replica.agent.probe_target == ("emb", "10"), "the last to be drained (10, not '9' as text)"
+
+
 def test_a_live_version_answering_wrongly_here_is_kept_since_the_gateways_route_to_it(replica):
     version = replica.version("live")
     replica.agent.prepare()
@@ -219,6 +229,7 @@ def test_a_live_version_answering_wrongly_here_is_kept_since_the_gateways_route_
     replica.triton.answer = np.ones((2, UNIT_HIDDEN + 1), np.float32)
     assert replica.tick() == {"emb": [version]}
     assert replica.triton.loaded == {("emb", version)}
+    assert replica.agent.probe_target is None, "no liveness probe on it: it would restart Triton over and over"
 
 
 def test_a_replica_is_known_by_the_address_the_gateways_reach_it_at(monkeypatch):

@@ -101,6 +101,27 @@ def test_a_wedged_process_is_reported_then_killed_and_started_again(tmp_path, ta
     supervisor.launcher.stop_all()
 
 
+def test_the_tick_that_reads_a_probe_starts_the_next_one(tmp_path, tag):
+    """A replica agent ticks its supervisor between its own calls to Triton, seconds apart while Triton hangs them:
+    each tick reads one probe's result and starts the next, so three failures take four ticks, not six."""
+
+    def liveness(timeout: float) -> None:
+        raise TimeoutError("no answer")
+
+    spec = sleeper(tag)
+    spec.liveness = liveness
+    supervisor = supervised(
+        tmp_path, spec, settings=FAST.model_copy(update={"probe_period": 0.001, "probe_failures": 3})
+    )
+    time.sleep(0.01)
+    for _ in range(4):
+        supervisor.tick()
+        time.sleep(0.2)  # the probe's thread is done
+    assert supervisor.watched[0].phase == "backoff"
+    assert supervisor.watched[0].last_reason == "wedged: 3 liveness probes failed (last: no answer)"
+    supervisor.stop()
+
+
 def test_a_crash_loop_is_given_up_after_the_cap_and_reported(tmp_path):
     spec = ProcessSpec(name="crashes", argv=[sys.executable, "-c", "raise SystemExit(3)"], stop_timeout=1)
     supervisor = supervised(tmp_path, spec, settings=FAST.model_copy(update={"max_restarts": 2}))

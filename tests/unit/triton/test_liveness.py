@@ -30,6 +30,7 @@ ENCODER = {
 class FakeTriton(BaseHTTPRequestHandler):
     mode = "ok"  # ok | unhealthy | hang
     bodies: list[dict] = []
+    paths: list[str] = []
 
     def log_message(self, *args) -> None:
         pass
@@ -42,9 +43,11 @@ class FakeTriton(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:  # metadata and health answer whatever the model does
-        self._answer(200, ENCODER if self.path == "/v2/models/encoder" else {})
+        self.paths.append(self.path)
+        self._answer(200, ENCODER if self.path.startswith("/v2/models/encoder") else {})
 
     def do_POST(self) -> None:
+        self.paths.append(self.path)
         self.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
         if self.mode == "hang":
             time.sleep(3)
@@ -59,7 +62,7 @@ def triton():
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeTriton)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    FakeTriton.mode, FakeTriton.bodies = "ok", []
+    FakeTriton.mode, FakeTriton.bodies, FakeTriton.paths = "ok", [], []
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 
@@ -83,6 +86,12 @@ def test_a_healthy_server_passes_and_its_request_is_built_once(triton):
     probe(2.0)
     assert FakeTriton.bodies == [probe_request(ENCODER)] * 2
     assert main(["--url", triton, "--model", "encoder", "--timeout", "2"]) == 0
+
+
+def test_a_probe_of_one_version_asks_that_version(triton):
+    InferenceProbe(triton, "encoder", "3")(2.0)
+    assert FakeTriton.paths == ["/v2/models/encoder/versions/3", "/v2/models/encoder/versions/3/infer"]
+    assert FakeTriton.bodies == [probe_request(ENCODER)]
 
 
 def test_a_failing_model_fails_the_probe_while_health_says_200(triton):
