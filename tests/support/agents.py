@@ -48,11 +48,18 @@ def tracking_server(run_dir: Path, address: str, port: int) -> ProcessSpec:
 
 
 def agent_host(
-    run_dir: Path, address: str, ports: TritonPorts, *, state_url: str, tracking_uri: str, interval: float = 0.5
+    run_dir: Path,
+    address: str,
+    ports: TritonPorts,
+    *,
+    state_url: str,
+    tracking_uri: str,
+    interval: float = 0.5,
+    env: dict[str, str] | None = None,
 ) -> ProcessSpec:
     """`serving triton-agent` for a replica at `address`: ready once its Triton is (which it starts only holding every
-    live version)."""
-    env = {
+    live version); `env`: more settings (`SUPERVISE_*` for its Triton's supervisor)."""
+    settings = {
         "SERVING_RUN_DIR": str(run_dir.resolve()),
         "SERVING_STATE_URL": state_url,
         "MLFLOW_TRACKING_URI": tracking_uri,
@@ -61,11 +68,12 @@ def agent_host(
         "AGENT_GRPC_PORT": str(ports.grpc),
         "AGENT_METRICS_PORT": str(ports.metrics),
         "AGENT_INTERVAL": str(interval),
+        **(env or {}),
     }
     return ProcessSpec(
         name="triton-agent",
         argv=[str(BIN / "serving"), "triton-agent"],
-        env=env,
+        env=settings,
         ready_url=f"http://{address}:{ports.http}/v2/health/ready",
         stop_timeout=40,
     )

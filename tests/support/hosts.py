@@ -9,6 +9,8 @@ Triton host. Starting is two calls, `Host.start` (at once, so hosts boot side by
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +52,17 @@ class Host:
         """The pid of process `name` as its pid file says (one the host's own processes started, such as an agent's
         Triton, too)."""
         return int((self.run_dir / f"{name}.pid").read_text())
+
+    def log(self, name: str) -> Path:
+        """The log file of process `name` (one the host's own processes started, such as an agent's Triton, too)."""
+        return self.launcher.log_path(name)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the process group of `name` (a host that goes away at once) and reap it."""
+        for spec, proc in self.launcher.procs:
+            if spec.name == name:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
 
     def logs(self, chars: int = 1500) -> str:
         return "".join(
@@ -142,9 +155,11 @@ def controller_spec(
 
 
 # --- Triton hosts and gateway hosts -------------------------------------------------------------------------------
-def triton_spec(host: Host, ports: TritonPorts, *, state_url: str, tracking_uri: str) -> ProcessSpec:
+def triton_spec(
+    host: Host, ports: TritonPorts, *, state_url: str, tracking_uri: str, env: dict[str, str] | None = None
+) -> ProcessSpec:
     """`serving triton-agent` at the host's address: its Triton opens its ports holding every live version."""
-    return agent_host(host.run_dir, host.address, ports, state_url=state_url, tracking_uri=tracking_uri)
+    return agent_host(host.run_dir, host.address, ports, state_url=state_url, tracking_uri=tracking_uri, env=env)
 
 
 def gateway_spec(

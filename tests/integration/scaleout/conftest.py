@@ -1,6 +1,6 @@
-"""One fleet for the module (`tests.support.hosts`): two Triton hosts, two gateway hosts (two workers and one), one
-registry host (MLflow's tracking server proxying the artifacts, Prometheus scraping every second, the controller), and
-the deployment state in the session's PostgreSQL. Endpoint `emb` follows registered model `tiny-emb` (two versions
+"""One fleet for every module here (`tests.support.hosts`): two Triton hosts, two gateway hosts (two workers and one),
+one registry host (MLflow's tracking server proxying the artifacts, Prometheus scraping every second, the controller),
+and the deployment state in the session's PostgreSQL. Endpoint `emb` follows registered model `tiny-emb` (two versions
 kept); the fleet starts serving its version 1."""
 
 from __future__ import annotations
@@ -43,6 +43,13 @@ CONTROLLER = {
     "drift__min_samples": "100",
     "drift__interval": "0.5",
 }
+SUPERVISE = {
+    "SUPERVISE_PROBE_PERIOD": "1",
+    "SUPERVISE_PROBE_TIMEOUT": "3",
+    "SUPERVISE_PROBE_FAILURES": "2",
+    "SUPERVISE_STOP_GRACE": "1",
+}
+"""The agents' supervisors of their Tritons: a wedged server restarted within about 10 s, not half a minute."""
 
 
 class Fleet:
@@ -69,7 +76,7 @@ class Fleet:
         self.store.update(lambda s: transitions.set_auto_update(s, ENDPOINT, REGISTERED, 2))
         urls = {"state_url": self.state_url, "tracking_uri": self.tracking_uri}
         registry = self.registry_host
-        registry.start(mlflow_spec(registry, self.mlflow_port))
+        self.start_registry(wait=False)
         scraped = {
             "serving": [url.removeprefix("http://") for url in self.gateway_urls],
             "controller": [f"{REGISTRY}:{self.metrics_port}"],
@@ -77,7 +84,7 @@ class Fleet:
         rules = prometheus_rules()  # the drift alert after 2 s
         registry.start(prometheus_spec(registry, self.prometheus_port, **scraped, scrape=SCRAPE, rules=rules))
         for host in self.tritons:
-            host.start(triton_spec(host, self.ports, **urls))
+            host.start(triton_spec(host, self.ports, **urls, env=SUPERVISE))
         tritons = [f"{address}:{self.ports.grpc}" for address in TRITONS]
         for host, workers in zip(self.gateways, GATEWAY_WORKERS, strict=True):
             env = {"GATEWAY_ADMIN_TOKEN": TOKEN}
@@ -85,6 +92,21 @@ class Fleet:
         self.hosts.wait_ready(120)
         fleet = {"prometheus_url": self.prometheus.url, "metrics_port": self.metrics_port}
         registry.start(controller_spec(registry, **fleet, **urls, **CONTROLLER))
+
+    def start_registry(self, wait: bool = True) -> None:
+        """MLflow's tracking server on the registry host (its store and artifacts kept from an earlier run)."""
+        self.registry_host.start(mlflow_spec(self.registry_host, self.mlflow_port))
+        if wait:
+            self.registry_host.wait_ready(60)
+
+    def controller_metric(self, name: str) -> float | None:
+        """A sample of the controller's /metrics (None: not there, or the controller does not answer)."""
+        try:
+            text = httpx.get(f"http://{REGISTRY}:{self.metrics_port}/metrics", timeout=5).text
+        except httpx.HTTPError:
+            return None
+        found = [line.split()[-1] for line in text.splitlines() if line.split(" ")[0] == name]
+        return float(found[0]) if found else None
 
     # --- the shared state and the replicas ------------------------------------------------------------------------
     def publish(self, model_dir: Path) -> str:
@@ -138,7 +160,7 @@ class Fleet:
         return [a.headers.get("x-model-version") if a.status_code == 200 else None for a in answers]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def fleet(tmp_path_factory, postgres, tiny_model) -> Iterator[Fleet]:
     started = time.monotonic()
     fleet = Fleet(tmp_path_factory.mktemp("scaleout"), postgres.create_database("scaleout"))

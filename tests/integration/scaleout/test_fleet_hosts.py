@@ -2,7 +2,8 @@
 the registry host, PostgreSQL), in order on endpoint `emb`: a new registry version deployed under load through both
 gateways; a canary split over both gateway hosts; a failing version's rollout rolled back and a good one's promoted,
 each judged from Prometheus' sums over both gateways; one Triton host's server killed under load and started again by
-its agent; a length shift over both gateway hosts raising the fleet's drift score. Each test prints its figures."""
+its agent (no request lost but those in flight on it); a length shift over both gateway hosts raising the fleet's drift
+score. Each test prints its figures. The registry and a wedged Triton: `test_fleet_outages`."""
 
 from __future__ import annotations
 
@@ -160,8 +161,10 @@ def test_a_triton_host_killed_under_load_loses_at_most_one_percent_and_rejoins_h
     fleet: Fleet,
 ):
     victim, survivor = fleet.tritons
-    live = fleet.live()
+    live, replica = fleet.live(), f"{victim.address}:{fleet.ports.grpc}"
     regions = stub_shared_memory(victim.run_dir)
+    agent_log = victim.log("triton-agent")
+    said_before = agent_log.read_text(errors="replace").count("triton killed by SIGKILL; restarting")
     with Load(fleet.gateway_urls, CALM, endpoint=ENDPOINT, clients=8) as load:
         time.sleep(1.0)
         survivor_before = fleet.triton_calls(survivor)
@@ -174,18 +177,24 @@ def test_a_triton_host_killed_under_load_loses_at_most_one_percent_and_rejoins_h
         back_at = time.time()
         fleet.hosts.wait_for("the restarted Triton's first calls", lambda: fleet.triton_calls(victim) > 0, 15, 0.1)
         traffic_after = time.time() - back_at
+        fleet.hosts.wait_for("its replica reported again", lambda: replica in fleet.held_by(live[-1]), 30)
+        reported_after = time.time() - killed_at
         time.sleep(1.0)
     remove_files(regions)
     failed = load.failed()
+    on_it = [a for a in failed if a.sent <= killed_at <= a.received]
     print(
         f"\nTriton on {victim.address} killed (-9) under load: {len(failed)} of {len(load.answers)} requests failed "
-        f"({Counter(a.code for a in failed)}); the other answered {moved:.0f} calls in the 2 s after; restarted by its "
-        f"agent, its gRPC port answered {back_at - killed_at:.1f}s after the kill holding every live version {live}: "
-        f"{holds_all}; its first call {traffic_after:.2f}s later"
+        f"({Counter(a.code for a in failed)}, {len(on_it)} of them in flight at the kill); the other answered "
+        f"{moved:.0f} calls in the 2 s after; restarted by its agent, its gRPC port answered "
+        f"{back_at - killed_at:.1f}s after the kill holding every live version {live}: {holds_all}; its first call "
+        f"{traffic_after:.2f}s later; reported by its agent again {reported_after:.1f}s after the kill"
     )
     assert victim.pid("triton") != killed
+    assert agent_log.read_text(errors="replace").count("triton killed by SIGKILL; restarting") == said_before + 1
     assert holds_all, "its first answer already held every live version"
     assert moved > 0, "traffic moved to the other replica"
+    assert failed == on_it, "no request sent after the kill failed"
     assert len(failed) <= 0.01 * len(load.answers), failed[:5]
 
 
