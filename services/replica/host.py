@@ -4,9 +4,10 @@ child, started (and started again when it dies or wedges) only after the agent h
 The server is the launcher's `ProcessSpec` of every stack's Triton (`server.triton_process`), in explicit
 model-control mode; its `prepare` hook, run by the launcher before each start, is the agent's `prepare`, and adds a
 `--load-model` for every deployed model it placed: tritonserver loads those before it opens its HTTP and gRPC ports.
-The restarts are the supervisor's (`services.launcher.Supervisor`, ticked from the agent's loop), with its backoff
-and its liveness probe: an inference with a deadline on the built-in model when one is served, else on a deployed
-version that answered the agent's check here (`ReplicaAgent.probe_target`), else Triton's live endpoint.
+The restarts are the supervisor's (`services.launcher.Supervisor`, ticked on a thread of its own, so that an agent's
+call hanging on a wedged Triton cannot hold back the restart that ends it), with its backoff and its liveness probe:
+an inference with a deadline on the built-in model when one is served, else on a deployed version that answered the
+agent's check here (`ReplicaAgent.probe_target`), else Triton's live endpoint.
 
 With AGENT_START_TRITON=false the agent syncs a Triton started by someone else (a container beside it, serving the
 same repository); `serving triton-agent --prepare-only` places the live versions and exits, for an init step before
@@ -15,10 +16,12 @@ that Triton starts (`--model-control-mode=explicit --load-model=*`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
+import threading
 import time
 
 from services.common.errors import ConfigurationError, ServingError, Unavailable
@@ -64,11 +67,16 @@ class TritonHost:
         self.base_argv = list(self.spec.argv)
         self.launcher = Launcher(settings.run_dir)
         self.supervisor: Supervisor | None = None
+        self.lock = threading.Lock()
+        """The agent's syncs (its loop) and its `prepare` before a restart (the supervisor's thread): one at a time."""
+        self.watcher: threading.Thread | None = None
+        self.given_up: ConfigurationError | None = None
 
     def prepare(self) -> None:
         """Before each start of the server: every live version placed, and loaded at the start."""
         try:
-            models = self.agent.prepare()
+            with self.lock:
+                models = self.agent.prepare()
         except ServingError:
             raise
         except Exception as exc:  # noqa: BLE001 - the store or the registry away: the supervisor tries again later
@@ -101,8 +109,23 @@ class TritonHost:
                 continue
             log.info("Triton ready at %s in %.1fs", self.settings.http_url, time.monotonic() - started)
             self.supervisor = Supervisor(self.launcher)
+            self.watcher = threading.Thread(target=self.watch, args=(stop,), name="supervisor", daemon=True)
+            self.watcher.start()
             return True
         return False
+
+    def watch(self, stop: dict) -> None:
+        """The supervisor's ticks until `stop` is set; once it gives up on Triton, `given_up` says why and `stop` is
+        set, so that the agent exits too."""
+        while not stop["now"]:
+            try:
+                self.tick()
+            except ConfigurationError as exc:
+                self.given_up = exc
+                stop["now"] = True
+            except Exception:  # noqa: BLE001 - a bug in one look must not end the supervision
+                log.exception("supervising Triton failed; carrying on")
+            time.sleep(self.supervisor.settings.tick)
 
     def tick(self) -> None:
         """The supervisor's look at the server; raises once it gave up on it (restarted too often), so that the
@@ -117,7 +140,10 @@ class TritonHost:
                 f"its log: {self.launcher.log_path(self.spec.name)}"
             )
 
-    def stop(self) -> None:
+    def stop(self, stop: dict) -> None:
+        stop["now"] = True
+        if self.watcher is not None:
+            self.watcher.join()
         if self.supervisor is not None:
             self.supervisor.stop()
         else:
@@ -162,12 +188,12 @@ def run(settings: AgentSettings, *, prepare_only: bool = False) -> None:
         return
     log.info("replica %s syncing from %s", settings.replica_id, settings.state_url.split("@")[-1])
     last_problem = None
+    lock = host.lock if host is not None else contextlib.nullcontext()
     try:
         while not stop["now"]:
-            if host is not None:
-                host.tick()  # raises once Triton is given up on: the agent exits with it
             try:
-                agent.tick()
+                with lock:
+                    agent.tick()
                 last_problem = None
             except StateLost as exc:  # nothing applied from it: the replica keeps what it holds
                 if str(exc) != last_problem:
@@ -178,6 +204,8 @@ def run(settings: AgentSettings, *, prepare_only: bool = False) -> None:
                     log.warning("sync failed (%s); carrying on", exc)
                 last_problem = str(exc)
             time.sleep(settings.interval)
+        if host is not None and host.given_up is not None:
+            raise host.given_up  # the agent exits with its Triton, and whatever runs the host starts both again
     finally:
         if host is not None:
-            host.stop()
+            host.stop(stop)
