@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from loadtest.sentences import short
+from services.prometheus_api import selector
 from tests.integration.scaleout.conftest import ENDPOINT, Fleet
 from tests.support.agents import first_grpc_answer
 from tests.support.servers import remove_files, stub_shared_memory
@@ -83,6 +84,8 @@ def test_the_registry_going_away_fails_no_request_is_said_once_and_its_return_de
         )
         said_after = time.time() - away_at
         fleet.hosts.wait_for("serving_registry_up 0", lambda: fleet.controller_metric("serving_registry_up") == 0, 10)
+        alert = selector("ALERTS", alertname="RegistryUnreachable", alertstate="pending")
+        fleet.hosts.wait_for("the registry's alert pending", lambda: fleet.prometheus.query(alert, time.time()), 10)
         killed, killed_at = victim.pid("triton"), time.time()
         os.kill(killed, signal.SIGKILL)  # its Triton restarts while the registry is away, from what it has on disk
         restarting = LogSince(victim.log("triton-agent"))
