@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from loadtest.overload.config import SHED_CODES
+from loadtest.report import hdr_percentiles
 from loadtest.results import Result
 from loadtest.stackrun import RunningStack
 
@@ -47,8 +48,10 @@ def is_ok(result: Result) -> bool:
 
 
 def percentile_ms(results: list[Result], q: float) -> float:
-    """The q-th percentile of the results' latencies in ms (NaN without results)."""
-    return float(np.percentile([r.latency for r in results], q)) / 1e6 if results else float("nan")
+    """The q-th percentile of the results' latencies in ms, from the reports' HDR histogram (NaN without results)."""
+    if not results:
+        return float("nan")
+    return hdr_percentiles(np.array([r.latency for r in results], dtype=np.int64), (q,))[f"{q:g}"] / 1e6
 
 
 def saturated_rate(results: list[Result], seconds: float) -> float:

@@ -75,17 +75,38 @@ def test_report_fields_on_known_latencies():
     summary = summarize(results)
     assert summary["requests"] == 100
     assert summary["latencies"]["min"] == 1_000_000 and summary["latencies"]["max"] == 100_000_000
-    # Latencies 1, 2, ..., 100 ms; percentiles interpolate linearly between order statistics (as numpy and Vegeta's
-    # estimator do): p50 sits halfway between the 50th and 51st value, p99 at 98.01 of 99 steps: 99 + 0.01 ms.
-    assert summary["latencies"]["50th"] == 50_500_000
-    assert summary["latencies"]["90th"] == 90_100_000
-    assert summary["latencies"]["99th"] == 99_010_000
+    # Latencies 1, 2, ..., 100 ms: the p-th percentile is the p-th value, read from the HDR histogram (its bucket's
+    # upper bound: within 0.1%), and the report's percentile line shows the histogram's very values.
+    for p in (50, 90, 95, 99):
+        assert summary["latencies"][f"{p}th"] == summary["hdr"][str(p)]
+        assert p * 1_000_000 <= summary["latencies"][f"{p}th"] <= p * 1_001_000
     assert summary["latencies"]["mean"] == 50_500_000
     assert summary["success"] == pytest.approx(0.9)
     assert summary["status_codes"] == {"200": 90, "503": 10}
     assert summary["rate"] == pytest.approx(100.0)
     assert abs(summary["hdr"]["50"] - 50_000_000) / 50_000_000 < 0.01
     text = text_report(summary)
+    latencies_line = next(line for line in text.splitlines() if line.startswith("Latencies"))
+    p99_in_line = latencies_line.split("]")[1].split(",")[5].strip()
+    assert f"      99%  {p99_in_line}" in text, "one p99 in the report: the latency line's is the histogram's"
     assert "Requests      [total, rate, throughput]         100, 100.00" in text
     assert "Status Codes  [code:count]                      200:90  503:10" in text
     assert "503 x" in text
+
+
+def one_result(seq: int, latency_ns: int) -> Result:
+    return Result(seq=seq, timestamp=100.0 + seq * 0.01, latency=latency_ns, code=200, bytes_in=1, bytes_out=1)
+
+
+@pytest.mark.parametrize("top_ms", [80.123456, 1.0, 1234.5678])
+def test_no_percentile_exceeds_the_maximum(top_ms):
+    """A tail whose largest value sits low in its histogram bucket: the bucket's upper bound (the histogram's raw
+    answer for p99.9 and p100) lies above the maximum; the report caps every percentile at the measured maximum."""
+    latencies = [int(1_000_000 * (1 + i % 50)) for i in range(2_000)] + [int(top_ms * 1_000_000)] * 3
+    summary = summarize([one_result(i, v) for i, v in enumerate(latencies)])
+    largest = summary["latencies"]["max"]
+    assert largest == max(latencies)
+    assert all(value <= largest for value in summary["hdr"].values()), summary["hdr"]
+    assert summary["hdr"]["100"] == largest
+    ordered = [summary["hdr"][key] for key in ("50", "75", "90", "95", "99", "99.9", "99.99", "100")]
+    assert ordered == sorted(ordered)
