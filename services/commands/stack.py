@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from services.commands.supervise import announce, run_supervisor, start_detached, start_stack
+from services.commands.supervise import announce, plan_stack, run_supervisor, start_detached, start_stack
 from services.common.cli import console, fail
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US, DEVICES
 from services.common.settings import RunSettings
@@ -130,6 +130,7 @@ def keep_up(options: StackOptions, *, detach: bool, ready_timeout: float) -> int
     from services.stacks import write_stack_info
 
     if detach:
+        plan_stack(options)  # a taken port or a bad option ends here, before the background supervisor starts
         return start_detached(options, ready_timeout)
     launcher = start_stack(options, detach=False, ready_timeout=ready_timeout)
     write_stack_info(options)

@@ -17,27 +17,41 @@ from typing import TYPE_CHECKING, TextIO
 
 import typer
 
-from services.common.cli import console, fail
+from services.common.cli import console, debugging, fail
 from services.common.errors import ServingError
 from services.common.private import private_dir, write_private
 from services.common.settings import RunSettings
 
 if TYPE_CHECKING:
-    from services.launcher import Launcher
+    from services.launcher import Launcher, ProcessSpec
     from services.stacks import StackOptions
 
 OPTIONS_FILE = "supervisor-options.json"
+
+
+def plan_stack(options: StackOptions) -> list[ProcessSpec]:
+    """The stack's processes, every port they bind checked free at once; a problem ends the command with the reason
+    before anything starts."""
+    from services.launcher import check_ports
+    from services.stacks import port_claims, stack_processes
+
+    try:
+        specs = stack_processes(options)
+        check_ports(port_claims(options, specs))
+    except (ServingError, OSError) as error:
+        fail(error)
+    return specs
 
 
 def start_stack(options: StackOptions, *, detach: bool, ready_timeout: float) -> Launcher:
     """Start the stack's processes one after the other, each once the one before is ready; on a failure stop what
     started and end the command with the reason."""
     from services.launcher import Launcher
-    from services.stacks import stack_processes
 
+    specs = plan_stack(options)
     launcher = Launcher(options.run_dir)
     try:
-        for spec in stack_processes(options):
+        for spec in specs:
             proc = launcher.start_ready(spec, detach=detach, timeout=ready_timeout)
             console.print(
                 f"[green]{spec.name} ready[/] (pid {proc.pid})" + (f" at {spec.ready_url}" if spec.ready_url else "")
@@ -110,7 +124,7 @@ def start_detached(options: StackOptions, ready_timeout: float) -> int:
     launcher = Launcher(run_dir)
     log = launcher.log_path(SUPERVISOR)
     offset = log.stat().st_size if log.is_file() else 0
-    argv = [sys.executable, "-m", "services.cli", "supervise"]
+    argv = [sys.executable, "-m", "services.cli", "supervise", *(["--debug"] if debugging() else [])]
     spec = ProcessSpec(name=SUPERVISOR, argv=argv, env={"SERVING_RUN_DIR": str(run_dir)})
     proc = launcher.start(spec, detach=True)
     try:

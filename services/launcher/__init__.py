@@ -3,14 +3,16 @@
 Each process runs in its own process group (`groups`), so stopping the group also stops what it spawned (gunicorn
 workers, Triton's Python-backend stubs). Its pid file and metadata under the run directory (`records`) let
 `serving down` and `serving status` find every process the `serving` commands started, from another shell.
-`launch.Launcher` starts them and waits for each to be ready; `spec.ProcessSpec` says what to start;
-`supervise.Supervisor` restarts the ones that die or wedge, with backoff (`restarts`, `settings`).
+`launch.Launcher` starts them and waits for each to be ready; `spec.ProcessSpec` says what to start; `ports` checks
+every port of a run before its first start; `supervise.Supervisor` restarts the ones that die or wedge, with
+backoff (`restarts`, `settings`).
 """
 
 from __future__ import annotations
 
 from services.launcher.groups import stop_group
 from services.launcher.launch import Launcher
+from services.launcher.ports import PortClaim, check_ports
 from services.launcher.records import SUPERVISOR, process_status, recorded, stop_recorded
 from services.launcher.settings import SupervisorSettings
 from services.launcher.spec import ProcessSpec, free_port, local_address, port_free
@@ -19,9 +21,11 @@ from services.launcher.supervise import Supervisor
 __all__ = [
     "SUPERVISOR",
     "Launcher",
+    "PortClaim",
     "ProcessSpec",
     "Supervisor",
     "SupervisorSettings",
+    "check_ports",
     "free_port",
     "local_address",
     "port_free",

@@ -14,8 +14,9 @@ import httpx
 from services.common.errors import ConfigurationError
 from services.common.private import PRIVATE_UMASK, private_dir
 from services.launcher.groups import stop_group
+from services.launcher.ports import PortClaim, check_ports
 from services.launcher.records import remove_record, write_record
-from services.launcher.spec import ProcessSpec, port_free
+from services.launcher.spec import ProcessSpec
 
 
 class Launcher:
@@ -34,12 +35,7 @@ class Launcher:
         file, else to this terminal. Refuses a port already in use. Starting a name again (a restart) replaces it.
         The run directory and its logs are private (0700) and the process runs under `PRIVATE_UMASK`: the state,
         stores and secrets it writes there are its owner's alone."""
-        for port in spec.ports:
-            if not port_free(port):
-                raise ConfigurationError(
-                    f"port {port} for {spec.name} is in use: is a stack already up? (`make down`) "
-                    "or choose another port"
-                )
+        check_ports([PortClaim(port, spec.name) for port in spec.ports])
         private_dir(self.run_dir)
         private_dir(self.log_path(spec.name).parent)
         if spec.prepare:

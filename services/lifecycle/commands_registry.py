@@ -50,14 +50,15 @@ def registry_ui(
     host: str = typer.Option("127.0.0.1", help="Address to bind."),
 ) -> None:
     """Start the MLflow UI over the project's registry store in the background (`make down` stops it)."""
-    from services.launcher import Launcher
+    from services.launcher import Launcher, PortClaim, check_ports
     from services.registry.mlflow_registry import ModelRegistry
     from services.registry.settings import RegistrySettings
     from services.registry.ui import ui_process
 
     run_dir = RunSettings().run_dir
-    registry = ModelRegistry(RegistrySettings(run_dir=run_dir))  # creates the store's tables on its first use
     try:
+        check_ports([PortClaim(port, "the MLflow UI", "--port")])
+        registry = ModelRegistry(RegistrySettings(run_dir=run_dir))  # creates the store's tables on its first use
         Launcher(run_dir).start_ready(ui_process(registry.settings, host, port), detach=True, timeout=120)
     except ServingError as exc:
         fail(str(exc))

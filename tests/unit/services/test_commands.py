@@ -2,7 +2,9 @@
 the CLI is imported) and end a user's mistake in one line with exit code 2."""
 
 import json
+import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from services.cli import app
@@ -91,8 +93,40 @@ def test_a_detached_stack_that_cannot_start_says_why_and_leaves_nothing_recorded
         model = str(unit_model_dir(tmp_path / "model"))
         result = serving(run_dir, "up", "--detach", "--model-dir", model, "--triton-http-port", str(port))
     assert result.exit_code == 2, result.output
-    assert f"port {port} for triton is in use" in result.output
-    assert not list(run_dir.glob("*.pid")), "the background supervisor is gone and forgotten"
+    assert f"port {port} (triton, --triton-http-port) is in use" in result.output
+    assert not list(run_dir.glob("*.pid")), "no background supervisor was started"
+    assert not (run_dir / "logs" / "supervisor.log").exists(), "the ports were checked before it"
+
+
+def test_every_taken_port_is_named_at_once_before_anything_starts(tmp_path):
+    """The API's port and Triton's gRPC port taken: one error names both, the process that would bind each, the
+    option that moves it with a free port to give it, and who holds it; nothing starts (Triton used to start first,
+    and the stack failed only when the gateway could not bind, 15 s later)."""
+    import os
+    import socket
+    import time
+
+    run_dir = tmp_path / "run"
+    with socket.socket() as api, socket.socket() as grpc:
+        for busy in (api, grpc):
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+        api_port, grpc_port = api.getsockname()[1], grpc.getsockname()[1]
+        model = str(unit_model_dir(tmp_path / "model"))
+        free = [str(free_port()) for _ in range(2)]
+        started = time.monotonic()
+        result = serving(
+            run_dir, "up", "--model-dir", model, "--port", str(api_port), "--triton-grpc-port", str(grpc_port),
+            "--triton-http-port", free[0], "--triton-metrics-port", free[1],
+        )  # fmt: skip
+        took = time.monotonic() - started
+    assert result.exit_code == 2, result.output
+    holder = f"in use by pid {os.getpid()} "
+    assert f"port {api_port} (gateway, --port) is {holder}" in result.output
+    assert f"port {grpc_port} (triton, --triton-grpc-port) is {holder}" in result.output
+    assert "Nothing was started" in result.output and "--port " in result.output.split("e.g.")[1]
+    assert "ready" not in result.output and not list(run_dir.glob("*.pid")), "no process was started"
+    assert took < 10, f"refused after {took:.1f} s"
 
 
 def test_a_second_detached_stack_in_the_same_run_directory_is_refused(tmp_path):
@@ -103,3 +137,20 @@ def test_a_second_detached_stack_in_the_same_run_directory_is_refused(tmp_path):
     write_meta(tmp_path, {"name": "supervisor", "pid": os.getpid()})  # a live supervisor
     result = serving(tmp_path, "up", "--detach", "--model-dir", str(unit_model_dir(tmp_path / "model")))
     assert result.exit_code == 2 and "a stack is already up" in result.output
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_debug_shows_the_traceback_of_an_error_the_command_reports(tmp_path, monkeypatch, capsys, debug):
+    """`serving up --stack tensorflow`: one line and exit code 2; with --debug anywhere, the traceback first."""
+    from services.common import cli
+
+    monkeypatch.setenv("SERVING_RUN_DIR", str(tmp_path))
+    monkeypatch.setattr(cli._Flags, "debug", False)
+    monkeypatch.setattr(sys, "argv", ["serving", "up", "--stack", "tensorflow", *(["--debug"] if debug else [])])
+    with pytest.raises(SystemExit) as ended:
+        cli.run(app)
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == "error: unknown STACK 'tensorflow'; choose one of fastapi, triton, clearml"
+    assert ("Traceback (most recent call last)" in err) is debug
+    assert ("in stack_processes" in err) is debug, "the traceback reaches where the error was raised"

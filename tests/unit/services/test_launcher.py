@@ -1,5 +1,7 @@
 """The launcher: process groups, pid files, readiness and stopping, with plain Python processes."""
 
+import os
+import re
 import socket
 import sys
 import time
@@ -75,3 +77,26 @@ def test_the_run_directory_and_what_its_processes_write_there_are_private(tmp_pa
     modes = {str(p.relative_to(run)): p.stat().st_mode & 0o777 for p in [run, *run.rglob("*")]}
     assert modes["."] == modes["logs"] == modes["lifecycle"] == 0o700, modes
     assert modes["lifecycle/state.db"] == modes["admin-token"] == 0o600, modes
+
+
+def test_one_error_names_every_taken_port_its_holder_and_a_free_one_to_give_instead():
+    from services.launcher import PortClaim, check_ports
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port, twice = busy.getsockname()[1], free_port()
+        claims = [
+            PortClaim(port, "gateway", "--port"),
+            PortClaim(twice, "triton", "--triton-http-port"),
+            PortClaim(twice, "traces", "--trace-port"),
+        ]
+        with pytest.raises(ConfigurationError) as refused:
+            check_ports(claims)
+    message = str(refused.value)
+    assert f"port {port} (gateway, --port) is in use by pid {os.getpid()} (" in message
+    assert f"port {twice} (triton, --triton-http-port) is also given to traces" in message
+    suggested = dict(pair.split() for pair in re.findall(r"--[a-z-]+ \d+", message.split("e.g.")[1]))
+    assert set(suggested) == {"--port", "--triton-http-port", "--trace-port"}
+    assert len({*suggested.values()}) == 3 and str(port) not in suggested.values()
+    check_ports([PortClaim(port, "gateway", "--port")])  # free again: nothing to say

@@ -1,0 +1,24 @@
+"""Every port a stack binds, with the `serving up` option that moves it: checked all at once before the first
+process starts (`services.launcher.check_ports`)."""
+
+from __future__ import annotations
+
+from services.launcher import PortClaim, ProcessSpec
+from services.stacks.options import StackOptions
+
+
+def port_option(options: StackOptions, process: str, port: int) -> str | None:
+    """The `serving up` option that sets `port` of `process` (the API's is also `make up PORT=`)."""
+    if process == "traces":
+        return "--trace-port"
+    if process == "triton":
+        ports = options.triton_ports
+        return {ports.http: "--triton-http-port", ports.grpc: "--triton-grpc-port"}.get(
+            port, "--triton-metrics-port" if port == ports.metrics else None
+        )
+    return "--port" if port == options.port else None
+
+
+def port_claims(options: StackOptions, specs: list[ProcessSpec]) -> list[PortClaim]:
+    """Each port the stack's processes bind, the process that binds it and the option that sets it."""
+    return [PortClaim(port, spec.name, port_option(options, spec.name, port)) for spec in specs for port in spec.ports]
