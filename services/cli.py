@@ -3,10 +3,9 @@ gateway's endpoint and metric commands and the lifecycle's model, registry and c
 
 from __future__ import annotations
 
-import typer
-
 from services.commands import analyze, logs, model, observability, stack, status, supervise, triton_agent
 from services.commands.multivalue import MultiValueGroup
+from services.common.cli_display import typer_app, whole_summaries
 from services.gateway.endpoint_commands import endpoints_app
 from services.gateway.metrics_commands import metrics_app
 from services.lifecycle.cli import register_commands
@@ -14,12 +13,12 @@ from services.lifecycle.commands_state import state_app
 
 # Every group is a MultiValueGroup: an option that may be repeated also takes several values after one flag, as
 # clearml-serving's do (`--weights 0.1 0.9`, `--input-name a b c`).
-app = typer.Typer(
+app = typer_app(
     cls=MultiValueGroup,
     help="Serve a Hugging Face transformer three ways and take it down again.",
     no_args_is_help=True,
 )
-model_app = typer.Typer(
+model_app = typer_app(
     help="Build models (ONNX + tokenizer + manifest), register them, and deploy, roll out or remove their versions.",
     no_args_is_help=True,
 )
@@ -40,6 +39,7 @@ app.command("logs")(logs.logs)
 app.command("analyze")(analyze.analyze)
 app.command("supervise", hidden=True)(supervise.supervise)
 app.command("triton-agent")(triton_agent.triton_agent)
+whole_summaries(app)  # `--help` and the CLI reference show each command's first sentence whole
 
 
 def main() -> None:

@@ -4,11 +4,10 @@ the order `--help` lists them."""
 
 from __future__ import annotations
 
-import typer
-
 from loadtest.cli import ab, attack, bench, overload
+from services.common.cli_display import typer_app, whole_summaries
 
-app = typer.Typer(
+app = typer_app(
     help="Open-loop (Vegeta-style) and closed-loop (ab-style) load tests of the serving stacks.", no_args_is_help=True
 )
 app.command("attack")(attack.attack_command)
@@ -21,6 +20,7 @@ app.command("bench")(bench.bench_command)
 app.command("plot")(bench.plot_command)
 app.command("ab")(ab.ab_command)
 app.command("payloads")(attack.payloads_command)
+whole_summaries(app)
 
 
 def main() -> None:

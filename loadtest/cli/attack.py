@@ -169,16 +169,20 @@ def report_command(
 
 def payloads_command(
     tokenizer: Path = typer.Option(Path("build/model/tokenizer.json"), help="Model tokenizer."),
+    as_json: bool = typer.Option(False, "--json", help="The histograms as JSON on stdout, for scripts."),
 ) -> None:
     """Token-length histogram of each sentence mix."""
-    from rich.table import Table
+    from services.common.cli_display import show, table
 
     if not tokenizer.is_file():
         raise FileNotFoundError(
             f"no tokenizer at {tokenizer.resolve()}: build the model (`make model`) or pass --tokenizer FILE"
         )
     histograms = {name: token_histogram(make(500), tokenizer) for name, make in MIXES.items()}
-    table = Table("tokens", *histograms)
+    if as_json:
+        print(json.dumps(histograms, indent=2))
+        return
+    rows = table("tokens", *histograms)
     for bin_name in next(iter(histograms.values())):
-        table.add_row(bin_name, *(str(h[bin_name]) for h in histograms.values()))
-    Console().print(table)
+        rows.add_row(bin_name, *(str(h[bin_name]) for h in histograms.values()))
+    show(rows)

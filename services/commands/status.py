@@ -9,8 +9,9 @@ from pathlib import Path
 import httpx
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from services.common.cli_display import fit
+from services.common.cli_display import table as listing
 from services.common.settings import RunSettings
 
 WIDE = 10_000
@@ -74,8 +75,7 @@ def print_report(report: dict, out: Console) -> None:
     if not processes:
         out.print("nothing is running (`make up` starts a stack)")
         return
-    table = Table("process", "pid", "state", "ready", "restarts", "uptime", "ports")
-    table.add_column("log", overflow="fold")
+    table = listing("process", "pid", "state", "ready", "restarts", "uptime", "ports", "log", whole=("log",))
     for row in processes:
         uptime = f"{row['uptime_seconds']}s" if row.get("uptime_seconds") is not None else "-"
         ports = ",".join(map(str, row.get("ports", [])))
@@ -83,7 +83,7 @@ def print_report(report: dict, out: Console) -> None:
         ready = "yes" if row["ready"] else "no"
         cells = (str(row.get("pid", "?")), row["state"], ready, restarts, uptime, ports, row.get("log") or "")
         table.add_row(row["name"], *cells)
-    out.print(table)
+    out.print(fit(table, out.width))
     for row in processes:
         if row.get("last_restart_reason"):
             out.print(f"{row['name']} last restarted: {row['last_restart_reason']}")

@@ -9,14 +9,14 @@ from enum import StrEnum
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from services.common.cli import console, fail
+from services.common.cli_display import typer_app
 from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
 from services.common.names import check_name, shown
 from services.gateway import engines
 
-endpoints_app = typer.Typer(
+endpoints_app = typer_app(
     help="Edit the gateway's endpoint file; running workers pick changes up without a restart.", no_args_is_help=True
 )
 ENDPOINTS_FILE = typer.Option(Path("endpoints.json"), "--file", help="The endpoint file (GATEWAY_ENDPOINTS_FILE).")
@@ -28,19 +28,19 @@ def endpoints_list(
     as_json: bool = typer.Option(False, "--json", help="The file's endpoints as JSON on stdout, for scripts."),
 ) -> None:
     """Show the configured endpoints."""
-    from rich.table import Table
-
+    from services.common.cli_display import show, table
     from services.gateway.endpoints import EndpointsFile
 
     endpoints = EndpointsFile.read(file).endpoints
     if as_json:
         print(json.dumps({name: config.model_dump() for name, config in endpoints.items()}, indent=2))
         return
-    table = Table("endpoint", "engine", "model", "model file", "version", "preprocess", "inputs", "outputs")
-    for column in table.columns:
-        column.overflow = "fold"  # a long name or path wraps; never cut short
+    rows = table(
+        "endpoint", "engine", "model", "model file", "version", "preprocess", "inputs", "outputs",
+        prose=("inputs", "outputs"), whole=("model file", "preprocess"),
+    )  # fmt: skip
     for name, config in endpoints.items():
-        table.add_row(
+        rows.add_row(
             name,
             config.engine,
             config.model or "",
@@ -50,7 +50,7 @@ def endpoints_list(
             ", ".join(t.name for t in config.inputs),
             ", ".join(t.name for t in config.outputs),
         )
-    Console(emoji=False, markup=False).print(table)  # cells as typed
+    show(rows)
 
 
 EngineName = StrEnum("EngineName", {name: name for name in engines.NAMES})

@@ -4,17 +4,18 @@ file as it is then (`EndpointsFile.update`), as `serving endpoints ...` does."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from services.common.cli import console, fail
+from services.common.cli_display import typer_app
 from services.common.errors import InvalidInput, NotFound, ServingError
 from services.common.names import check_name, shown
 from services.gateway.endpoint_commands import ENDPOINTS_FILE
 
-metrics_app = typer.Typer(
+metrics_app = typer_app(
     help="Declare custom statistics per endpoint (clearml-serving's `metrics`); the gateway picks changes up "
     "without a restart.",
     no_args_is_help=True,
@@ -92,18 +93,24 @@ def metrics_add(
 
 
 @metrics_app.command("list")
-def metrics_list(file: Path = ENDPOINTS_FILE) -> None:
+def metrics_list(
+    file: Path = ENDPOINTS_FILE,
+    as_json: bool = typer.Option(False, "--json", help="The declared variables as JSON on stdout, for scripts."),
+) -> None:
     """Show the declared variables."""
-    from rich.table import Table
-
+    from services.common.cli_display import show, table
     from services.gateway.endpoints import EndpointsFile
 
-    table = Table("endpoint", "variable", "kind", "buckets / values", "log frequency")
-    for endpoint, declared in EndpointsFile.read(file).metrics.items():
+    declared_metrics = EndpointsFile.read(file).metrics
+    if as_json:
+        print(json.dumps({name: declared.model_dump() for name, declared in declared_metrics.items()}, indent=2))
+        return
+    rows = table("endpoint", "variable", "kind", "buckets / values", "log frequency", prose=("buckets / values",))
+    for endpoint, declared in declared_metrics.items():
         for name, variable in declared.variables.items():
-            detail = ",".join(f"{b:g}" for b in variable.buckets) or ",".join(variable.values)
-            table.add_row(endpoint, name, variable.kind, detail, f"{declared.log_frequency:g}")
-    Console(emoji=False, markup=False).print(table)
+            detail = ", ".join(f"{b:g}" for b in variable.buckets) or ", ".join(variable.values)
+            rows.add_row(endpoint, name, variable.kind, detail, f"{declared.log_frequency:g}")
+    show(rows)
 
 
 @metrics_app.command("remove")

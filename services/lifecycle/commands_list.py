@@ -8,6 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from services.common.cli_display import show
+from services.common.cli_display import table as listing
 from services.lifecycle.commands_common import TOKEN, URL, AdminApi, print_json
 
 RATE_WINDOW = 1.0
@@ -29,7 +31,10 @@ def list_models(
     if as_json:
         print_json(endpoints)
         return
-    Console(emoji=False, markup=False).print(table(endpoints) if endpoints else "no deployed endpoint")
+    if endpoints:
+        show(table(endpoints))
+    else:
+        Console(emoji=False, markup=False).print("no deployed endpoint")
 
 
 def with_rates(first: list[dict], second: list[dict], only: str | None = None) -> list[dict]:
@@ -45,7 +50,7 @@ def with_rates(first: list[dict], second: list[dict], only: str | None = None) -
 
 
 def table(endpoints: list[dict]) -> Table:
-    rows = Table("endpoint", "version", "state", "traffic", "req/s", "registry", "run", "reason")
+    rows = listing("endpoint", "version", "state", "traffic", "req/s", "registry", "run", "reason", prose=("reason",))
     for item in endpoints:
         for v in item["versions"]:
             registry = v.get("registry", {})
@@ -57,6 +62,6 @@ def table(endpoints: list[dict]) -> Table:
                 f"{v['requests_per_second']:g}",
                 f"{registry.get('name', '')} v{registry.get('version', '')}",
                 v.get("run", {}).get("id", "")[:12],
-                (v.get("reason") or "")[:60],
+                v.get("reason") or "",
             )
     return rows

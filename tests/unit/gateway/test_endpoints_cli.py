@@ -13,6 +13,7 @@ from services.common.names import NAME_PATTERN
 from services.gateway.endpoint_commands import add_endpoint
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.launcher import free_port
+from tests.support.tables import read_table
 
 
 @pytest.fixture(autouse=True)
@@ -168,11 +169,37 @@ def test_the_triton_check_goes_to_the_running_stacks_triton_unless_told_otherwis
 
 
 def test_the_list_shows_names_and_paths_as_written(tmp_path):
+    """At 80 columns: a name too long for its column is cut with an ellipsis on its one line (never broken over
+    lines), a path folds whole over the lines of its cell, and `--json` has every name whole."""
     path = tmp_path / "endpoints.json"
     entry = {"engine": "custom", "preprocess": "pre[v2]:smile:.py"}
-    path.write_text(json.dumps({"endpoints": {"a-rather-long-endpoint-name-for-a-narrow-terminal": entry}}))
-    listed = CliRunner().invoke(app, ["endpoints", "list", "--file", str(path)], terminal_width=80)
-    rows = [line.split("│") for line in listed.output.splitlines() if line.startswith("│")]
-    column = ["".join(row[i].strip() for row in rows) for i in range(1, 7)]
-    assert column[0] == "a-rather-long-endpoint-name-for-a-narrow-terminal", listed.output  # wrapped, not cut
-    assert column[5] == "pre[v2]:smile:.py", listed.output  # no markup, no emoji
+    name = "a-rather-long-endpoint-name-for-a-narrow-terminal"
+    path.write_text(json.dumps({"endpoints": {name: entry}}))
+    listed = CliRunner().invoke(app, ["endpoints", "list", "--file", str(path)], env={"COLUMNS": "80"})
+    assert max(len(line) for line in listed.output.splitlines()) <= 80, listed.output
+    headers = ["endpoint", "engine", "model", "model file", "version", "preprocess", "inputs", "outputs"]
+    (row,) = read_table(listed.output, headers)
+    (shown,) = row["endpoint"]
+    assert shown.endswith("…") and name.startswith(shown[:-1]), listed.output
+    assert "".join(row["preprocess"]) == "pre[v2]:smile:.py", listed.output  # no markup, no emoji
+    as_json = CliRunner().invoke(app, ["endpoints", "list", "--json", "--file", str(path)])
+    assert list(json.loads(as_json.stdout)) == [name]
+
+
+def test_the_declared_variables_list_as_a_table_and_as_json(tmp_path):
+    path = tmp_path / "endpoints.json"
+    runner = CliRunner()
+    added = ["metrics", "add", "minilm", "--variable-scalar", "tokens=1,2,4,8,16,32,64,128,256,512,1024,2048,4096"]
+    assert (
+        runner.invoke(app, [*added, "--variable-enum", "label=positive,negative", "--file", str(path)]).exit_code == 0
+    )
+    listed = runner.invoke(app, ["metrics", "list", "--file", str(path)], env={"COLUMNS": "80"}).output
+    rows = read_table(listed, ["endpoint", "variable", "kind", "buckets / values", "log frequency"])
+    assert [(row["variable"], row["kind"]) for row in rows] == [(["tokens"], ["scalar"]), (["label"], ["enum"])]
+    assert " ".join(rows[0]["buckets / values"]).split(", ")[-1] == "4096", "the buckets wrap between values"
+    as_json = json.loads(runner.invoke(app, ["metrics", "list", "--json", "--file", str(path)]).stdout)
+    assert as_json["minilm"]["variables"]["label"] == {
+        "kind": "enum",
+        "buckets": [],
+        "values": ["positive", "negative"],
+    }

@@ -44,3 +44,17 @@ def test_the_run_log_goes_beside_the_stack_s_logs_only(tmp_path, loadtest_logger
     (tmp_path / "logs").mkdir()
     run_log(tmp_path).info("attack ended")
     assert "attack ended" in (tmp_path / "logs" / "loadtest.log").read_text()
+
+
+def test_payloads_lists_each_mix_as_a_table_and_as_json(tmp_path):
+    import json
+
+    from tests.support.models import unit_model_dir
+    from tests.support.tables import read_table
+
+    tokenizer = str(unit_model_dir(tmp_path / "model") / "tokenizer.json")
+    as_json = json.loads(CliRunner().invoke(app, ["payloads", "--tokenizer", tokenizer, "--json"]).stdout)
+    assert set(as_json) == {"short", "mixed", "long"} and all(sum(h.values()) == 500 for h in as_json.values())
+    shown = CliRunner().invoke(app, ["payloads", "--tokenizer", tokenizer], env={"COLUMNS": "80"}).output
+    rows = read_table(shown, ["tokens", "short", "mixed", "long"])
+    assert [row["tokens"][0] for row in rows] == list(as_json["short"])

@@ -11,6 +11,7 @@ from services.cli import app
 from services.launcher import free_port
 from services.stacks import StackOptions, write_stack_info
 from tests.support.models import unit_model_dir
+from tests.support.tables import read_table
 
 
 def serving(run_dir, *args):
@@ -57,8 +58,8 @@ def test_status_shows_only_the_knobs_of_its_stack_and_whole_paths(tmp_path):
     table = serving(run_dir, "status").stdout
     assert "STACK=fastapi WORKERS=" in table and "BATCHING" not in table, "Triton's batching is no FastAPI knob"
     assert "…" not in table and str(options.model_dir.resolve()) in table
-    folded = "".join(line.split("│")[-2].strip() for line in table.splitlines() if line.count("│") > 2)
-    assert log in folded, "the log path folds over lines of its cell, whole"
+    (row,) = read_table(table, ["process", "pid", "state", "ready", "restarts", "uptime", "ports", "log"])
+    assert "".join(row["log"]) == log, "the log path folds over lines of its cell, whole"
     assert log in serving(run_dir, "status", "--wide").stdout, "--wide: on one line"
 
 
