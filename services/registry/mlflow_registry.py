@@ -24,6 +24,7 @@ from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.common.private import private_dir, private_file
 from services.registry.lineage import DATASET_ARTIFACT_TAG, UiLinks, datasets, pipeline
 from services.registry.settings import RegistrySettings
+from services.registry.signature import log_signature
 
 log = logging.getLogger(__name__)
 ARTIFACT_PATH = "model"
@@ -108,10 +109,12 @@ class ModelRegistry:
         self, model_dir: Path, name: str, *, dataset: DatasetRef | None = None, run_id: str | None = None
     ) -> dict:
         """Log a built model directory (manifest, tokenizer, ONNX file) into a run with its lineage (checkpoint
-        files, code revision, export options, data set) and register it as a new version of `name`."""
+        files, code revision, export options, data set) and its signature (`signature`), and register it as a new
+        version of `name` whose source is that signature."""
         manifest = Manifest.load(model_dir)
         with self._run(run_id, f"register {name}") as run:
             self.mlflow.log_artifacts(str(model_dir), artifact_path=ARTIFACT_PATH)
+            source = log_signature(self.mlflow, manifest, run.info.run_id)
             self.mlflow.log_dict(manifest.source.model_dump(), "lineage/checkpoint.json")
             self.mlflow.set_tags(
                 {"code_revision": code_revision(), "model.task": manifest.task, "model.name": manifest.name}
@@ -125,7 +128,7 @@ class ModelRegistry:
             self.client.create_registered_model(name)
         version = self.client.create_model_version(
             name,
-            source=f"runs:/{run_id}/{ARTIFACT_PATH}",
+            source=source,
             run_id=run_id,
             tags={"manifest.sha256": hashlib.sha256(manifest.model_dump_json().encode()).hexdigest()[:16]},
         )

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from services.launcher import free_port
@@ -120,10 +121,30 @@ def test_the_experiment_shows_the_steps_nested_under_the_pipeline(lineage, brows
     assert rows == [pipeline["name"], *sorted(steps, reverse=True)], "the steps under the pipeline, newest first"
 
 
-def test_the_version_link_opens_the_version_and_its_source_run(lineage, browser, tmp_path):
+def test_the_version_link_opens_the_version_its_source_run_and_its_tensor_contract(lineage, browser, tmp_path):
+    """The version's page shows its schema: the manifest's inputs and outputs (MLflow reads them from the MLmodel
+    file at the version's source), not `Inputs (0)`."""
+    from mlflow import MlflowClient
+
+    from services.common.contract import Manifest
+
+    client = MlflowClient()  # the pipeline's store: `ModelRegistry` set it as the tracking and registry URI
+    manifest = Manifest.load(
+        Path(client.download_artifacts(lineage["run"]["id"], "model/manifest.json", str(tmp_path))).parent
+    )
     registry = lineage["registry"]
-    expect = [MODEL, f"Version {registry['version']}", f"Source Run\n:\n{lineage['run']['name']}"]
+    schema = [f"Inputs ({len(manifest.inputs)})", f"Outputs ({len(manifest.outputs)})"]
+    tensors = [  # as the UI lists each tensor: name, then its dtype and shape
+        f"{t.name} (required)\nTensor (dtype: {np.dtype(t.numpy_dtype).name}, shape: [{','.join(map(str, t.shape))}])"
+        for t in manifest.inputs + manifest.outputs
+    ]
+    expect = [MODEL, f"Version {registry['version']}", f"Source Run\n:\n{lineage['run']['name']}", *schema]
     open_page(browser, registry["url"], expect, tmp_path / "version.png")
+    for section in schema:
+        browser.click_text(section)
+    text = browser.show(tensors, tmp_path / "version-schema.png")
+    print(f"  schema expanded: {tmp_path / 'version-schema.png'}")
+    assert [tensor for tensor in tensors if tensor not in text] == [], text
 
 
 def test_the_data_set_link_opens_the_data(lineage, browser, tmp_path):

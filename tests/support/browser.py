@@ -88,6 +88,16 @@ class Browser:
         if not self.call("Runtime.evaluate", expression=script)["result"]["value"]:
             raise AssertionError(f"nothing on the page matches {selector}")
 
+    def click_text(self, text: str) -> None:
+        """Click the innermost element whose whole rendered text is `text` (a row's label that toggles it)."""
+        script = f"""(() => {{
+            const found = [...document.querySelectorAll('*')]
+                .filter(e => (e.innerText || '').trim() === {json.dumps(text)});
+            return found.length ? (found[found.length - 1].click(), true) : false;
+        }})()"""
+        if not self.call("Runtime.evaluate", expression=script)["result"]["value"]:
+            raise AssertionError(f"no element shows '{text}' on the page")
+
     def close(self) -> None:
         self.socket.close()
         self.process.terminate()

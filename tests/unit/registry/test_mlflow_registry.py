@@ -272,3 +272,25 @@ def test_the_embedded_store_is_readable_by_its_owner_only(registry):
     modes = {path.name: path.stat().st_mode & 0o777 for path in store.parent.iterdir() if path.is_file()}
     assert modes and set(modes.values()) == {0o600}, modes
     assert {"mlflow.db", "mlflow.lock"} <= set(modes)
+
+
+def test_every_version_carries_the_manifests_tensor_contract_as_its_signature(registry, published, model_dir):
+    """MLflow reads a version's schema from the MLmodel file at its source: the manifest's inputs and outputs, as
+    tensor specs; the sealed `model/` artifact the controller fetches holds exactly the manifest's files."""
+    import mlflow
+
+    mlflow.set_tracking_uri(registry.uri)
+    mlflow.set_registry_uri(registry.uri)
+    manifest = Manifest.load(model_dir)
+    for version in published:
+        info = mlflow.models.get_model_info(f"models:/unit-emb/{version}")
+        inputs, outputs = info.signature.inputs.to_dict(), info.signature.outputs.to_dict()
+        assert [(t["name"], t["tensor-spec"]["dtype"], list(t["tensor-spec"]["shape"])) for t in inputs] == [
+            (t.name, "int64", t.shape) for t in manifest.inputs
+        ]
+        assert [(t["name"], list(t["tensor-spec"]["shape"])) for t in outputs] == [
+            (t.name, t.shape) for t in manifest.outputs
+        ]
+        assert registry.client.get_model_version("unit-emb", version).source.endswith("/signature")
+    listed = registry.client.list_artifacts(published["1"]["run_id"], ARTIFACT_PATH)
+    assert {Path(f.path).name for f in listed} == {*manifest.files, "manifest.json"}, "nothing unsealed in model/"
