@@ -1,11 +1,14 @@
-"""What the OpenAPI document declares beyond FastAPI's defaults: the request bodies the raw-body routes read, and
-the error responses the services really give (every error is `{"error": {...}}`, `services.common.errors`). The
-fuzz tests (schemathesis) hold the servers to it."""
+"""What the OpenAPI document declares beyond FastAPI's defaults: the request bodies the raw-body routes read, with
+examples that succeed when sent (the HTTP API reference shows them; a test sends each to a running server), and the
+error responses the services really give (every error is `{"error": {...}}`, `services.common.errors`). The fuzz
+tests (schemathesis) hold the servers to it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fastapi import APIRouter
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 
 from services.common.schemas import EmbeddingsRequest, ServeRequest, V2InferenceRequest
@@ -64,14 +67,75 @@ def inline(schema: dict) -> dict:
     return resolve(schema)
 
 
-def json_body(model: type[BaseModel]) -> dict:
+def examples(named: dict[str, Any]) -> dict[str, dict]:
+    """OpenAPI's named examples of a media type: each value is a request body as a client sends it."""
+    return {name: {"summary": name, "value": value} for name, value in named.items()}
+
+
+def json_body(model: type[BaseModel], named: dict[str, Any]) -> dict:
+    """A raw-body route's request body: the model's schema and `named` examples (which the model accepts)."""
+    for value in named.values():
+        model.model_validate(value)
     schema = inline(model.model_json_schema())
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+    content = {"application/json": {"schema": schema, "examples": examples(named)}}
+    return {"requestBody": {"required": True, "content": content}}
+
+
+SERVE_EXAMPLES = {"one text": {"text": "hello world"}, "several texts": {"texts": ["hello world", "good morning"]}}
+EMBEDDINGS_EXAMPLES = {
+    "one text": {"input": "hello world"},
+    "several texts, OpenAI's form": {"model": "minilm", "input": ["hello world", "good morning"]},
+}
+V2_EXAMPLES = {
+    "one text": {"inputs": [{"name": "TEXT", "shape": [1, 1], "datatype": "BYTES", "data": ["hello world"]}]},
+    "two texts": {"inputs": [{"name": "TEXT", "shape": [2, 1], "datatype": "BYTES", "data": ["hello", "world"]}]},
+}
+ADMIN_EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
+    ("PUT", "/admin/endpoints/{endpoint}/auto-update"): {
+        "deploy each new version of a registered model": {"name": "sentiment", "max_versions": 2}
+    },
+    ("PUT", "/admin/endpoints/{endpoint}/canary"): {
+        "10% to version 2, 90% to version 1": {"versions": ["2", "1"], "weights": [0.1, 0.9]},
+        "the same over the two newest live versions": {"newest": 2, "weights": [0.1, 0.9]},
+    },
+    ("POST", "/admin/endpoints/{endpoint}/rollout"): {
+        "version 2 in three steps": {
+            "version": "2",
+            "steps": [10, 50, 100],
+            "dwell": 60,
+            "max_error_rate": 0.01,
+            "max_p99_ratio": 1.5,
+        }
+    },
+}
+"""The admin API's request examples, each for an endpoint whose versions 1 and 2 are live."""
+
+
+def with_examples(router: APIRouter, named: dict[tuple[str, str], dict[str, Any]]) -> APIRouter:
+    """`router` with `named` examples (by method and path) added to its routes' JSON request bodies, the routes of
+    the routers it includes too."""
+    for route in routes_of(router):
+        for (method, path), found in named.items():
+            if method in route.methods and path == route.path:
+                body = {"content": {"application/json": {"examples": examples(found)}}}
+                route.openapi_extra = (route.openapi_extra or {}) | {"requestBody": body}
+    return router
+
+
+def routes_of(router: APIRouter) -> list[APIRoute]:
+    """The API routes of `router` and of the routers it includes."""
+    found = []
+    for route in router.routes:
+        if isinstance(route, APIRoute):
+            found.append(route)
+        elif (included := getattr(route, "original_router", None)) is not None:
+            found += routes_of(included)
+    return found
 
 
 INFERENCE_ERRORS = errors(400, 401, 404, 413, 422, 429, 500, 503, 504)
-SERVE_BODY = json_body(ServeRequest)
-EMBEDDINGS_BODY = json_body(EmbeddingsRequest)
-V2_BODY = json_body(V2InferenceRequest)
+SERVE_BODY = json_body(ServeRequest, SERVE_EXAMPLES)
+EMBEDDINGS_BODY = json_body(EmbeddingsRequest, EMBEDDINGS_EXAMPLES)
+V2_BODY = json_body(V2InferenceRequest, V2_EXAMPLES)
 OK = {200: {"model": Open, "description": "The answer"}}
 NOT_READY = {503: {"model": Open, "description": "Not ready yet (Retry-After)"}}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from services.api.app import StackParts
 from services.api.app import create_app as create_api
+from services.api.openapi import ADMIN_EXAMPLES, with_examples
 from services.common.contract import Manifest
 from services.gateway.backend import TritonBackend
 from services.gateway.configured import ConfiguredEndpoints
@@ -84,7 +85,7 @@ def create_app(settings: GatewaySettings | None = None):
         parts,
         service_name="gateway",
         builtin_required=False,
-        routers=(admin_router(settings, store),),
+        routers=(with_examples(admin_router(settings, store), ADMIN_EXAMPLES),),
     )
 
 

@@ -1,6 +1,7 @@
 """The documentation site builds with `mkdocs build --strict` (a broken link, anchor or cross-reference fails it), and
 its references really come from the code: a generator that failed quietly would leave an empty page that builds."""
 
+import html
 import os
 import re
 import subprocess
@@ -9,7 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+import typer
 
+from loadtest.cli import app as loadtest_app
+from services.cli import app as serving_app
+from services.common.cli_display import summary
 from tests.support.docblocks import REPO
 
 MKDOCS = Path(sys.executable).parent / "mkdocs"
@@ -39,6 +44,11 @@ def text(site: Path, page: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", article))
 
 
+def squeezed(page: str) -> str:
+    """A page's text without white space or code marks (what HTML rendering adds or removes there)."""
+    return re.sub(r"[\s`]", "", html.unescape(page))
+
+
 def test_the_cli_reference_lists_every_command_with_its_options(site):
     serving, loadtest = text(site, "reference/cli/serving"), text(site, "reference/cli/loadtest")
     for command in ("serving up", "serving model auto-update", "serving endpoints add", "serving analyze"):
@@ -46,6 +56,10 @@ def test_the_cli_reference_lists_every_command_with_its_options(site):
     assert "--triton-max-queue" in serving and "--trace-ratio" in serving
     for command in ("loadtest attack", "loadtest report", "loadtest matrix", "loadtest tune"):
         assert command in loadtest
+    for app, page in ((serving_app, serving), (loadtest_app, loadtest)):
+        for name, command in typer.main.get_command(app).commands.items():
+            first = summary(command.help)
+            assert f"{name}:{squeezed(first)}" in squeezed(page), f"{name}'s summary is not whole: {first}"
 
 
 def test_the_http_reference_is_each_apps_openapi_document(site):
@@ -56,12 +70,23 @@ def test_the_http_reference_is_each_apps_openapi_document(site):
     assert (site / "reference/http-api/gateway.json").is_file()
 
 
+def test_the_http_reference_shows_the_request_examples_the_apps_document(site):
+    """Each route's documented examples (sent to real servers by tests/integration/*/test_documented_examples.py),
+    never one generated from the schema, whose nulls and placeholders a server refuses."""
+    for page in ("gateway", "fastapi"):
+        shown = squeezed(text(site, f"reference/http-api/{page}"))
+        assert '{"text":"helloworld"}' in shown and '{"texts":["helloworld","goodmorning"]}' in shown
+        assert '"text":null' not in shown and '"texts":null' not in shown
+    assert '{"versions":["2","1"],"weights":[0.1,0.9]}' in squeezed(text(site, "reference/http-api/gateway"))
+
+
 def test_the_settings_reference_documents_every_settings_class(site):
     settings = text(site, "reference/settings")
     for name in ("ApiSettings", "GatewaySettings", "ControllerSettings", "RegistrySettings", "RunSettings"):
         assert name in settings
     for field in ("max_inflight", "triton_grpc_url", "drain_seconds", "tracking_uri"):
         assert field in settings
+    assert "model_config" not in settings, "pydantic's class configuration is no setting"
 
 
 def test_the_site_reads_offline(site):
