@@ -81,10 +81,11 @@ def lifecycle_walkthrough(run_dir: Path, port: int) -> None:
     """The README's lifecycle example: train and register a classifier, deploy it by auto-update, follow its
     lineage back to the pipeline run and the data set, see it in the MLflow UI."""
     url = f"http://127.0.0.1:{port}"
-    trained = serving("train", "--epochs", "1", run_dir=run_dir)
+    trained = serving("train", "--train-rows", "32", "--epochs", "1", run_dir=run_dir)  # the docs' version 1
     assert trained.returncode == 0, trained.stderr[-2000:]
     registered = json.loads(trained.stdout)
     assert registered["name"] == "sentiment" and registered["version"] == "1"
+    assert registered["accuracy"] < 0.8, "version 1 is the weak one a better version 2 is compared with"
     update = serving("model", "auto-update", "sentiment", "--name", "sentiment", "--url", url, run_dir=run_dir)
     assert update.returncode == 0, update.stderr
     deadline = time.monotonic() + 90

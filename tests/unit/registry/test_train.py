@@ -60,3 +60,27 @@ def test_the_trained_versions_lineage_links_every_run_under_that_experiment(regi
     assert len(urls) == 6 and all(experiment in url for url in urls)
     assert lineage["pipeline"]["experiment"]["name"] == "transformer-serving"
     assert "/artifacts/datasets/sentiment.csv?workflowType=machine_learning" in lineage["datasets"][0]["url"]
+
+
+def test_train_rows_trains_on_the_first_rows_of_the_split_and_logs_how_many(registry, monkeypatch, tmp_path):
+    """`serving train --train-rows 32`: the weaker version a better one is compared with trains on 32 sentences,
+    and its runs say so; it is evaluated on the same held-out split as every other version."""
+    model_dir = unit_model_dir(tmp_path / "model", "classification")
+    trained_on, evaluated_on = [], []
+    monkeypatch.setattr(
+        train, "fine_tune", lambda rows, out, epochs, on_epoch, base=None: (trained_on.append(rows), on_epoch(0, 0.5))
+    )
+    monkeypatch.setattr(train, "evaluate", lambda checkpoint, rows: evaluated_on.append(rows) or {"accuracy": 0.6})
+    publish = registry.publish
+    monkeypatch.setattr(registry, "register", lambda checkpoint, name, **kw: publish(model_dir, name, **kw))
+    weak = train.run_pipeline("subset", epochs=1, registry=registry, train_rows=32)
+    full = train.run_pipeline("subset", epochs=1, registry=registry)
+    training, held_out = split(read_rows(DATA), 0.8, seed=0)
+    assert trained_on == [training[:32], training] and evaluated_on == [held_out, held_out]
+    steps = registry.client.search_runs(
+        [registry.experiment_id()], filter_string=f"tags.mlflow.parentRunId = '{weak['pipeline_run_id']}'"
+    )
+    prepare = next(run for run in steps if run.info.run_name == "1 prepare")
+    assert prepare.data.params["train_rows"] == "32" and (weak["version"], full["version"]) == ("1", "2")
+    with pytest.raises(ValueError, match="--train-rows takes 1 to 320"):
+        train.subset(training, 321)
