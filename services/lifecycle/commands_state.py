@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 import typer
 
 from services.common.cli import fail
+from services.common.cli_display import typer_app
 from services.common.errors import ServingError
 
 if TYPE_CHECKING:
     from services.lifecycle.state import DeploymentStore
 
-state_app = typer.Typer(
+state_app = typer_app(
     help="Back up and restore the deployment state store (which versions each endpoint serves, canaries, rollouts).",
     no_args_is_help=True,
 )
