@@ -246,22 +246,20 @@ def test_a_pipeline_split_over_two_experiments_links_each_run_to_its_own(registr
     assert [s["url"] for s in pipeline["steps"]] == [f"{UI}/#/experiments/{elsewhere}/runs/{step.info.run_id}{VIEW}"]
 
 
-def test_a_fetch_stops_at_the_limit_and_keeps_nothing(tmp_path):
+def test_a_fetch_stops_at_the_limit_and_keeps_nothing(registry, tmp_path):
     """The registry's fetch applies `REGISTRY_ARTIFACTS__*` while it streams: a version over the limit is refused
-    and nothing of it is left; within the limit, the same version comes down whole."""
+    and nothing of it is left; within the limit, the same version comes down whole. (The limited adapter shares the
+    session's store: an adapter sets MLflow's process-wide URIs.)"""
     from services.common.artifacts import ArtifactLimits, ArtifactRefused
     from services.registry.mlflow_registry import ModelRegistry
-    from services.registry.settings import RegistrySettings
     from tests.support.models import unit_model_dir
 
-    settings = RegistrySettings(run_dir=tmp_path / "run", artifacts=ArtifactLimits(max_file_bytes=1000))
-    registry = ModelRegistry(settings)
+    limited = ModelRegistry(registry.settings.model_copy(update={"artifacts": ArtifactLimits(max_file_bytes=1000)}))
     published = registry.publish(unit_model_dir(tmp_path / "m"), "limited")
     with pytest.raises(ArtifactRefused, match="over the limit of 1000 bytes"):
-        registry.fetch("limited", published["version"], tmp_path / "small")
+        limited.fetch("limited", published["version"], tmp_path / "small")
     assert not (tmp_path / "small" / "model").exists()
-    roomy = ModelRegistry(RegistrySettings(run_dir=tmp_path / "run"))
-    fetched = roomy.fetch("limited", published["version"], tmp_path / "whole")
+    fetched = registry.fetch("limited", published["version"], tmp_path / "whole")
     assert sorted(p.name for p in fetched.iterdir()) == sorted(p.name for p in (tmp_path / "m").iterdir())
 
 
