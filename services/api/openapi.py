@@ -138,4 +138,12 @@ SERVE_BODY = json_body(ServeRequest, SERVE_EXAMPLES)
 EMBEDDINGS_BODY = json_body(EmbeddingsRequest, EMBEDDINGS_EXAMPLES)
 V2_BODY = json_body(V2InferenceRequest, V2_EXAMPLES)
 OK = {200: {"model": Open, "description": "The answer"}}
+V2_ANSWER = {
+    200: {
+        "model": Open,
+        "description": "The answer: JSON, or with `binary_data_output` the binary tensor extension (a JSON header of "
+        "`Inference-Header-Content-Length` bytes followed by the raw output tensor)",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
 NOT_READY = {503: {"model": Open, "description": "Not ready yet (Retry-After)"}}

@@ -15,7 +15,7 @@ from fastapi.responses import Response
 from services.api import paths
 from services.api.body import read_body
 from services.api.dataplane import DataPlane, Prediction
-from services.api.openapi import INFERENCE_ERRORS, NOT_READY, OK, V2_BODY, errors
+from services.api.openapi import INFERENCE_ERRORS, NOT_READY, OK, V2_ANSWER, V2_BODY, errors
 from services.api.v2_request import HEADER_LENGTH, parse_inference
 from services.common.backend import ServedModel
 from services.common.devices import HEADER as DEVICE_HEADER
@@ -111,8 +111,8 @@ def _render(model: ServedModel, prediction: Prediction, request: V2InferenceRequ
     return Response(body, media_type="application/json", headers={DEVICE_HEADER: prediction.device})
 
 
-@router.post(paths.V2_INFER, responses=OK | INFERENCE_ERRORS, openapi_extra=V2_BODY)
-@router.post(paths.V2_VERSION_INFER, responses=OK | INFERENCE_ERRORS, openapi_extra=V2_BODY)
+@router.post(paths.V2_INFER, responses=V2_ANSWER | INFERENCE_ERRORS, openapi_extra=V2_BODY)
+@router.post(paths.V2_VERSION_INFER, responses=V2_ANSWER | INFERENCE_ERRORS, openapi_extra=V2_BODY)
 async def infer(request: Request, model: str = MODEL, version: str | None = None) -> Response:
     dataplane, served = _model(request, model, version)  # a 404 before the body is read
 

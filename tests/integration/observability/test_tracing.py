@@ -81,8 +81,8 @@ class Receiver:
         found = self.store.spans()
         return [s for s in found if trace_id is None or s.trace_id == trace_id]
 
-    def wait(self, predicate, seconds: float = 15) -> None:
-        deadline = time.monotonic() + seconds  # batch span processors export every few seconds
+    def wait(self, predicate, seconds: float = 30) -> None:
+        deadline = time.monotonic() + seconds  # batch span processors export every few seconds; slower on a busy host
         while time.monotonic() < deadline and not predicate():
             time.sleep(0.3)
 
@@ -132,11 +132,11 @@ def test_one_trace_runs_from_the_caller_through_the_gateway_into_triton(traced_g
             headers={"traceparent": f"00-{trace_id}-b7ad6b7169203331-01"},
         )
     assert response.status_code == 200
-    receiver.wait(lambda: {s.service for s in receiver.spans(trace_id)} >= {"gateway", "triton"})
+    expected = {("gateway", "POST /serve"), ("gateway", "preprocess"), ("gateway", "triton")}
+    expected |= {("triton", "InferRequest"), ("triton", "encoder"), ("triton", "compute")}
+    receiver.wait(lambda: {(s.service, s.name) for s in receiver.spans(trace_id)} >= expected, seconds=45)
     spans = receiver.spans(trace_id)
-    names = {(s.service, s.name) for s in spans}
-    assert {("gateway", "POST /serve"), ("gateway", "preprocess"), ("gateway", "triton")} <= names
-    assert {("triton", "InferRequest"), ("triton", "encoder"), ("triton", "compute")} <= names
+    assert expected <= {(s.service, s.name) for s in spans}
     [decomposed] = decompose_all(spans)
     assert decomposed.stages["encoder infer"] > 0 and "gRPC client + transfer" in decomposed.stages
 
