@@ -89,8 +89,9 @@ class ApiSettings(BaseSettings):
     (`services.api.coalesce`); the gateway turns it on by default."""
     coalesce_max_texts: int = Field(64, ge=1)
     """Texts in one coalesced batch at most (Triton's encoder takes 64 a request)."""
-    coalesce_depth: int = Field(2, ge=1)
-    """Coalesced batches in flight at once per worker and model; requests arriving meanwhile join the next."""
+    coalesce_depth: int = Field(1, ge=1)
+    """Coalesced batches in flight at once per worker and model; requests arriving meanwhile join the next. One keeps
+    a worker's batches large while several workers keep the backend fed (docs/decisions/coalesce-depth.md)."""
     max_inflight: int = Field(64, ge=1)
     """Requests one worker handles at once; past it new requests get 429 with Retry-After."""
     intra_op_threads: int | None = Field(None, ge=1)

@@ -21,12 +21,6 @@ class GatewaySettings(ApiSettings):
     coalesce: bool = True
     """Join each worker's concurrent requests into one tokenizer call and one Triton request (fewer, larger
     requests for Triton; no delay for a lone request)."""
-    coalesce_depth: int = Field(1, ge=1)
-    """Coalesced batches in flight per worker. One: while a worker's batch is in Triton, its new requests gather for
-    the next one. Measured against two (clearml w1, real model, 2 cores, 3 interleaved pairs): 452-493 against
-    438-473 req/s, gateway CPU 252-263 against 315-329 us a request, Triton's batch 15.7 against 10.6, the same p50
-    at 40-170 req/s. Several workers still keep Triton's queue fed; 2 keeps one batch queued behind the running one
-    for a single worker in front of an accelerator of its own."""
     triton_model: str = "encoder"
     """The Triton model the built-in endpoint sends its tensors to."""
     triton_timeout: float = Field(10.0, gt=0)
