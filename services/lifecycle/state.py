@@ -56,8 +56,6 @@ __all__ = [
     "VersionState",
 ]
 log = logging.getLogger(__name__)
-LEGACY_FILE = "deployments.json"
-"""The state file of earlier releases, imported once into an empty SQLite store beside it."""
 T = TypeVar("T")
 
 
@@ -75,7 +73,6 @@ class DeploymentStore:
         self.memory = memory
         """The newest state this process (with a SQLite store: this host) read from the store."""
         self.path = sqlite_path(url)
-        self._legacy = self.path.parent / LEGACY_FILE if self.path is not None else None
         self._ready = False
         self._ready_lock = threading.Lock()
 
@@ -198,7 +195,7 @@ class DeploymentStore:
 
     def _ensure(self) -> None:
         """On first use: the store created where it is new, refused where it lost its state (`state_rules`); the
-        epoch column added to a store made before it; the old state file imported once into a new store."""
+        epoch column added to a store made before it."""
         if self._ready:
             return
         with self._ready_lock:
@@ -207,7 +204,6 @@ class DeploymentStore:
             with self._reachable():
                 self._create_or_check()
                 add_epoch_column(self.engine)
-            self._import_legacy_file()
             self._ready = True
 
     def _create_or_check(self) -> None:
@@ -219,19 +215,3 @@ class DeploymentStore:
             create_sqlite_file(self.path, dump(Deployments()))
         elif create:
             create_tables(self.engine, dump(Deployments()))
-
-    def _import_legacy_file(self) -> None:
-        if self._legacy is None or not self._legacy.is_file() or self._fetch()[0] != Stamp(0, 0):
-            return
-        try:
-            state = Deployments.model_validate_json(self._legacy.read_text())
-        except (ValidationError, ValueError, OSError) as error:
-            log.error("%s not imported into the state store %s: %s", self._legacy, self.url, error)
-            return
-        if self._swap(Stamp(0, 0), dump(state)):
-            log.warning(
-                "imported the deployment state of %s (%d endpoints) into %s; the file is not read any more",
-                self._legacy,
-                len(state.endpoints),
-                self.url,
-            )

@@ -28,9 +28,6 @@ if TYPE_CHECKING:
 REJECTED = "rejected"
 """One word for a version that must never (again) get traffic: its state, its registry tag (`deployment=rejected`
 when a deployment check failed, `rollout=rejected` when a rollout rolled it back) and the controller's log."""
-REJECTED_TAG_VALUES = frozenset({REJECTED, "refused"})
-"""`deployment` tag values that keep a registry version from being deployed; `refused` is what the controller wrote
-before the words were unified, still honoured on versions tagged then."""
 
 
 def endpoint(state: Deployments, name: str) -> EndpointState:
@@ -104,9 +101,7 @@ def discoverable(item: EndpointState, registry_versions: Iterable[RegistryVersio
     new = [
         v.version
         for v in registry_versions
-        if int(v.version) > newest_known
-        and v.tags.get("deployment") not in REJECTED_TAG_VALUES
-        and v.version not in item.removed
+        if int(v.version) > newest_known and v.tags.get("deployment") != REJECTED and v.version not in item.removed
     ]
     return new[-item.max_versions :] if new else []
 

@@ -21,7 +21,6 @@ def test_new_registry_versions_are_found_and_only_the_newest_max_versions_deploy
     for _ in range(3):
         world.register()
     world.register(deployment="rejected")
-    world.register(deployment="refused")  # tagged before the words were unified: still never deployed
     world.tick()
     assert world.states() == {"2": "live", "3": "live"}
     assert world.serving() == {"2", "3"}

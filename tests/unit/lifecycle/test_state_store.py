@@ -5,7 +5,6 @@ replica reports with a TTL, the old state file imported once, and clear errors f
 from __future__ import annotations
 
 import json
-import logging
 import multiprocessing
 import shutil
 import threading
@@ -124,27 +123,6 @@ def test_replica_reports_replace_each_other_and_age_out_after_the_ttl(store):
     assert store.replicas(now=112.0, ttl=10.0) == {"triton-a": {"emb": ["2", "10"], "other": []}}, "b is too old"
     assert store.replicas(now=200.0, ttl=10.0) == {}
     assert store.revision() == 0, "reports are not the desired state"
-
-
-def test_the_old_state_file_beside_it_is_imported_once(tmp_path, url, caplog):
-    legacy = tmp_path / "lifecycle" / "deployments.json"
-    legacy.parent.mkdir()
-    legacy.write_text(json.dumps({"endpoints": {"emb": {"registered_name": "m", "versions": {"1": {"version": "1"}}}}}))
-    caplog.set_level(logging.INFO, logger="services.lifecycle.state")
-    store = DeploymentStore.open(url)
-    assert store.read().endpoints["emb"].registered_name == "m" and store.revision() == 1
-    assert any(str(legacy) in r.getMessage() and "imported" in r.getMessage() for r in caplog.records)
-    legacy.write_text(json.dumps({"endpoints": {}}))
-    again = DeploymentStore.open(url)
-    assert list(again.read().endpoints) == ["emb"], "not imported a second time: the store is not empty any more"
-
-
-def test_an_invalid_old_state_file_is_left_out_and_said(tmp_path, url, caplog):
-    (tmp_path / "lifecycle").mkdir()
-    (tmp_path / "lifecycle" / "deployments.json").write_text("{ nope")
-    store = DeploymentStore.open(url)
-    assert store.read().endpoints == {} and store.revision() == 0
-    assert any("not imported" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,6 @@ def test_discovery_takes_the_newest_new_versions_that_are_not_rejected():
         Tagged("2"),
         Tagged("3"),
         Tagged("4", {"deployment": "rejected"}),
-        Tagged("5", {"deployment": "refused"}),  # the tag value written before the words were unified
         Tagged("6", {"rollout": "rejected"}),  # rolled back elsewhere: a deployment may still be tried
         Tagged("7"),
     ]
