@@ -2,8 +2,8 @@
 
 The in-flight bound (`max_inflight`, `services.api.admission`) counts requests, and one request may cost a thousand
 times another: 64 texts of 10k characters, each truncated to the model's maximum length, are 64 x 256 tokens of the
-real model against ~16 for a short sentence. 16 clients sending those held every worker for minutes (issue 21). So,
-as TEI bounds its batches by tokens (`--max-batch-tokens`), each worker holds at most `capacity` tokens of work
+real model against ~16 for a short sentence (docs/decisions/request-bounds.md). So, as TEI bounds its batches by
+tokens (`--max-batch-tokens`), each worker holds at most `capacity` tokens of work
 (`max_concurrent_tokens`), counted as the model runs them: texts x the longest text's tokens, padding included.
 
 A request reserves an upper bound before it is tokenized (a text's tokens are at most its characters + 2, and at

@@ -48,7 +48,7 @@ class UnexpectedErrors:
 
     FastAPI puts an `Exception` handler in Starlette's outermost ServerErrorMiddleware, which sends the handler's
     response and then re-raises for the server to log; uvicorn then closes the keep-alive connection without a
-    `Connection: close`, and the client's next request on it fails (issue 21: every request after a v2 500).
+    `Connection: close`, and the client's next request on it fails.
     Installed as FastAPI middleware, this sits inside that one and catches first. An exception after the response
     has started goes on: the response is cut short, and only closing the connection can say so."""
 

@@ -2,13 +2,12 @@
 own stage), inside the worker's token budget, coalesced with the worker's concurrent predictions of the same model
 when the setting is on, and run in calls of at most `max_batch_tokens` padded tokens.
 
-Why the bounds (issue 21): one request of 64 long texts is 64 x 256 tokens of the real model, ~15 s of a 2-core CPU
-in one ONNX Runtime call, and every request behind it in the backend's queue (the FastAPI stack's inference thread,
-Triton's encoder) waited that long. So each worker admits work by tokens (`services.api.budget`); a request of
+Each worker admits work by tokens (`services.api.budget`); a request of
 over half of `max_batch_tokens` (estimated) skips coalescing: it fills a batch by itself, and the small requests
 behind it would wait for its batch; it runs in calls of at most `max_batch_tokens`, one after the other, so the
 others' calls come in between and a batch's memory stays bounded (ONNX Runtime keeps its arena at the largest batch
 it ran). Tokenizing moves off the event loop once it is big enough to stall it, to threads of the worker's own.
+Why these bounds: docs/decisions/request-bounds.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """The HTTP/1.1 connection as the workers run it: uvicorn's httptools protocol with the two limits it lacks.
 
 uvicorn 0.54 bounds neither the size of a request's head nor the time a request may take to arrive: its
-`h11_max_incomplete_event_size` applies to the h11 protocol only, and httptools (llhttp) has no limit of its own.
-Both were attacks (issue 21). One 96 MB header cost a worker 15 s of CPU (httptools joins the pieces of a header, and
-uvicorn those of a URL, by concatenation; 20 MB: 1.1 s), and the worker's other requests waited meanwhile. 64
-connections that sent their headers and one byte of their body held the worker's every in-flight slot for as long
-as they stayed open.
+`h11_max_incomplete_event_size` applies to the h11 protocol only, and httptools (llhttp) has no limit of its own
+(what that cost: docs/decisions/request-bounds.md).
 
-So this protocol counts the bytes of each request head as they arrive, before the parser sees them, and answers 431
+This protocol counts the bytes of each request head as they arrive, before the parser sees them, and answers 431
 once the request line and headers pass `max_header_bytes`; and a request not in full (head and body) `read_timeout`
 seconds after its first byte (plus, for a declared body, its length at `min_body_rate`) gets 408. Both answers close
 the connection. A connection that sends nothing at all is closed, without an answer, `read_timeout` seconds after it
-opened (uvicorn's keep-alive timeout starts only after a first response, so 1,000 silent sockets stayed open for
-good). A request that arrives in one read costs no more than a few attribute updates: the deadline's timer is
-armed only for a request still incomplete when a read ends. The bound on the head and the deadline start with the
+opened (uvicorn's keep-alive timeout starts only after a first response). A request that arrives in one read
+costs no more than a few attribute updates: the deadline's timer is armed only for a request still incomplete when
+a read ends. The bound on the head and the deadline start with the
 first read that holds only the request's own bytes: a pipelined request whose head begins in the read that ends the
 one before it is measured from the next read.
 

@@ -2,9 +2,8 @@
 
 glibc's malloc keeps what a process frees for its next allocations rather than returning it, and after a large block
 is freed it serves blocks of that size from its heap (its mmap threshold rises), where a few live blocks pin the
-pages around them. A burst of requests of 64 texts of 10k characters left the gateway's worker and Triton's
-Python-backend encoder 28 and 45 MB (anonymous memory) above their size before the burst, for good (issue 21),
-though nothing used it any more. `malloc_trim(0)` returns every free page of every arena (glibc >= 2.8); it takes
+pages around them, so a burst of big requests leaves a process above its size before the burst, for good
+(docs/decisions/request-bounds.md). `malloc_trim(0)` returns every free page of every arena (glibc >= 2.8); it takes
 a few milliseconds on a heap of a few hundred MB, so it runs on a thread of its own, once big work has stopped for
 `delay` seconds, not after each piece of it. Where the C library has no `malloc_trim` (musl, macOS) it does nothing.
 """

@@ -1,24 +1,12 @@
 """An ONNX Runtime session built from the manifest: used by the FastAPI stack, the Triton Python-backend encoder and
 the raw-throughput baseline of the benchmarks.
 
-Memory: ONNX Runtime's CPU arena grows to the largest batch a session has run and keeps it. One burst of requests
-of 64 texts of 256 tokens left a FastAPI worker at 1,993 MB against 295 MB before, and Triton's encoder at 1.75 GB
-(issue 21); measured here, one 64 x 256 run took a session from 198 to 1,224 MB, kept. ONNX Runtime's own remedies,
-measured side by side on the real model at batch 16 (runs interleaved in one process, medians of 20-200; 2 cores):
-
-| tokens a text | arena off (`enable_cpu_mem_arena=False`) | arena shrunk after every run |
-| ------------- | ---------------------------------------- | ---------------------------- |
-| 16            | +2% (noise)                              | +5% (noise)                  |
-| 64            | -1%                                      | 0%                           |
-| 128           | -3 to -4%                                | -7 to -9%                    |
-| 256           | -30%                                     | -10 to -12%                  |
-
-Both give the memory back (203 and 200 MB after the 64 x 256 run), both cost throughput on long texts. So the arena
-stays as it is while work goes on, and a run over `shrink_above` padded tokens marks the session: once such runs
-have stopped for half a second (`services.common.memory`), one minimal run with the run option
-`memory.enable_memory_arena_shrinkage` gives back every chunk no run is using, and the C heap is trimmed (3 runs of
-16 x 256: 433 MB, 1 s later 167). Batches of short sentences never trigger it; a burst of long texts pays one
-minimal run after it.
+Memory: ONNX Runtime's CPU arena grows to the largest batch a session has run and keeps it. The arena stays as it
+is while work goes on, and a run over `shrink_above` padded tokens marks the session: once such runs have stopped
+for half a second (`services.common.memory`), one minimal run with the run option
+`memory.enable_memory_arena_shrinkage` gives back every chunk no run is using, and the C heap is trimmed. Batches of
+short sentences never trigger it; a burst of long texts pays one minimal run after it. The measurements behind this
+choice: docs/decisions/request-bounds.md.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ to 10x the compute. Here padding is to the longest text of the batch, optionally
 that a server that batches only equal shapes (Triton) can group requests.
 
 A text far longer than the model reads is cut before tokenizing. `tokenizers` tokenizes the whole text and then
-truncates (and keeps the rest as overflowing pieces): 64 texts of 10k characters took 0.55 s of CPU for the 256
-tokens of each that the real model reads, and the overflow's memory stayed with the worker (issue 21). So a text
+truncates (and keeps the rest as overflowing pieces), which costs CPU and memory for tokens the model never reads
+(docs/decisions/request-bounds.md). So a text
 over `max_length * CHARS_PER_TOKEN + MARGIN` characters is tokenized from that prefix when the answer is provably
 the same: the prefix already overflows, and its last kept token ends at least `MARGIN` characters before the cut.
 For WordPiece (the BERT family) that is exact: the words in between are whole in both, and a word crossing the cut
