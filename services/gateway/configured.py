@@ -3,22 +3,19 @@ engine -> postprocess. Each endpoint is a `PipelineEndpoint`: the data plane cal
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from services.common.backend import Collect, EndpointKind
-from services.common.contract import Manifest
-from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
+from services.common.errors import InvalidInput, NotFound, ServingError
 from services.common.onnx_runner import OnnxModel
 from services.gateway import engines
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess, source_stamp
+from services.gateway.user_errors import describe, not_users
 from services.gateway.user_threads import TookTooLong, UserThreads, call_within
 from services.monitoring.statistics import EndpointMetrics
 from services.triton.grpc_client import TritonClient
@@ -45,7 +42,7 @@ class ConfiguredEndpoint:
 
     @property
     def engine(self) -> engines.Engine:
-        return engines.ENGINES[self.config.engine]
+        return engines.get(self.config.engine)
 
     @property
     def stage(self) -> str:
@@ -65,27 +62,10 @@ class ConfiguredEndpoint:
             raise InvalidInput(exc.message + hint, param="preprocess") from None
 
     async def process(self, data: Any, state: dict, collect: Collect) -> Any:
-        """The engine's step (`engines`): the user's `process` where the engine calls it, else the model."""
+        """The engine's step (`engines`): the user's `process` where the engine calls it, else the engine's own."""
         if self._calls_user_process():
             return await self._user_step("process", data, state, collect)
-        if self.model is not None:
-            if isinstance(data, str | bytes | Path):  # xgboost and lightgbm would read a path on this server
-                raise InvalidInput(
-                    f"preprocess of endpoint '{self.name}' returned a {type(data).__name__}: the {self.config.engine} "
-                    f"model predicts on {engines.PREDICTS_ON.get(self.config.engine, 'rows')}",
-                    param="preprocess",
-                )
-            try:
-                return await self.threads.run(self.model.predict, data)  # on a thread: the loop serves on
-            except BaseException as exc:  # noqa: BLE001 - the library (or a model of the user's) refuses: a 422
-                if not_users(exc):
-                    raise
-                raise InvalidInput(
-                    f"the {self.config.engine} model of endpoint '{self.name}' cannot predict on the preprocess "
-                    f"output: {describe(exc)}",
-                    param="process",
-                ) from None
-        return await self._engine(data)
+        return await self.engine.run(self, data)
 
     def _calls_user_process(self) -> bool:
         code, calls = self.preprocess_code, self.engine.user_process
@@ -110,92 +90,10 @@ class ConfiguredEndpoint:
             log.error("%s of endpoint '%s' failed", method, self.name, exc_info=exc)
             raise InvalidInput(f"{method} of endpoint '{self.name}' failed: {describe(exc)}", param=method) from None
 
-    async def _engine(self, data: Any) -> Any:
-        """The preprocess output as the declared input tensors through Triton or ONNX Runtime; the declared
-        outputs back (one array, or a list of them)."""
-        feeds = self._feeds(data)
-        names = [spec.name for spec in self.config.outputs]
-        if self.config.engine == "onnxruntime":
-            assert self.onnx is not None
-            outputs = {names[0]: await asyncio.to_thread(self.onnx.run, feeds)}
-        else:
-            outputs = await self.triton.infer(self.config.model, feeds, names, version=self.config.model_version)
-        return outputs[names[0]] if len(names) == 1 else [outputs[n] for n in names]
-
-    def _feeds(self, data: Any) -> dict[str, np.ndarray]:
-        """The preprocess output as one array per declared input (one input: the output itself; several: a list or
-        tuple of them, in order); InvalidInput naming preprocess when it does not fit."""
-        specs = self.config.inputs
-        if len(specs) > 1 and not isinstance(data, list | tuple):
-            raise InvalidInput(
-                f"preprocess of endpoint '{self.name}' returned a {type(data).__name__}; the endpoint declares "
-                f"{len(specs)} inputs ({', '.join(s.name for s in specs)}): return a list of {len(specs)} arrays",
-                param="preprocess",
-            )
-        arrays = [data] if len(specs) == 1 else list(data)
-        if len(arrays) != len(specs):
-            raise InvalidInput(
-                f"preprocess returned {len(arrays)} inputs; endpoint '{self.name}' declares {len(specs)} "
-                f"({', '.join(s.name for s in specs)}), in that order",
-                param="preprocess",
-            )
-        try:
-            return {
-                spec.name: np.asarray(array, dtype=spec.numpy_dtype) for spec, array in zip(specs, arrays, strict=True)
-            }
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise InvalidInput(
-                f"preprocess output does not fit the declared inputs of endpoint '{self.name}' "
-                f"({', '.join(f'{s.name} {s.dtype}' for s in specs)}): {describe(exc)}",
-                param="preprocess",
-            ) from None
-
-
-MESSAGE_CHARS = 500
-"""Characters of a user exception's message an error body carries at most (the log has all of it)."""
-
-
-def not_users(exc: BaseException) -> bool:
-    """The gateway's own errors, and the request's own cancellation (its deadline, its client gone): not user code
-    failing. A CancelledError user code let through (it cancelled something of its own) is the user's."""
-    if isinstance(exc, ServingError):
-        return True
-    return isinstance(exc, asyncio.CancelledError) and asyncio.current_task().cancelling() > 0
-
-
-def describe(exc: BaseException) -> str:
-    """The exception's type and message for an error body: at most `MESSAGE_CHARS` of the message, and never an
-    exception of its own."""
-    try:
-        text = str(exc)
-    except Exception as error:  # noqa: BLE001 - user exceptions' __str__ may fail too
-        text = f"(its message cannot be shown: {type(error).__name__} in its __str__)"
-    if len(text) > MESSAGE_CHARS:
-        text = text[:MESSAGE_CHARS] + f"... ({len(text)} characters)"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
 
 def check_config(name: str, config: EndpointConfig) -> None:
     """What the configuration itself must say, with the fix; raised as ConfigurationError."""
-    engine = engines.ENGINES[config.engine]
-    if problem := engines.missing(config.engine):
-        raise ConfigurationError(f"endpoint '{name}': {problem}")
-    if engine.tensors and not config.outputs:
-        raise ConfigurationError(
-            f"endpoint '{name}': field 'outputs' is empty: declare the model's outputs "
-            "(`--output NAME:DTYPE:SHAPE`, e.g. --output embedding:FP32:-1,384)"
-        )
-    if config.engine == "triton" and not config.model:
-        raise ConfigurationError(f"endpoint '{name}': field 'model' is empty: name the Triton model (`--model NAME`)")
-    if config.engine == "onnxruntime" and not config.model:
-        raise ConfigurationError(
-            f"endpoint '{name}': field 'model' is empty: give the exported model directory (`--model DIR`)"
-        )
-    if engine.user_process == "always" and not config.preprocess:
-        raise ConfigurationError(
-            f"endpoint '{name}': engine '{config.engine}' needs field 'preprocess': a file whose class Preprocess "
-            "has process() (`--preprocess FILE`)"
-        )
+    engines.get(config.engine).check(name, config)
 
 
 def model_file(config: EndpointConfig, base_dir: Path) -> str | None:
@@ -229,23 +127,8 @@ def build_endpoint(
             serving_url=serving_url,
             threads=threads,
         )
-    engine = engines.ENGINES[config.engine]
-    if engine.user_process == "always" and not code.has("process"):
-        raise ConfigurationError(f"endpoint '{name}' is {config.engine} but its Preprocess has no process()")
-    onnx = model = None
-    if config.engine == "onnxruntime":
-        model_dir = base_dir / (config.model or "")
-        onnx = OnnxModel(model_dir, Manifest.load(model_dir))
-    if engine.module is not None:  # a model engine: the model load() returned, else the library's own loader
-        own = code.model if code is not None else None
-        model = own if own is not None else engines.load_model(config.engine, file, unpickle)
-        if not callable(getattr(model, "predict", None)) and (unpickle or model is not None):  # None: not unpickled
-            where = "Preprocess.load() returned" if own is not None else f"{file} holds"
-            raise ConfigurationError(
-                f"endpoint '{name}': {where} a {type(model).__name__}, which has no predict(): engine "
-                f"'{config.engine}' needs a model (for sklearn, e.g. a fitted estimator saved with skops.io.dump)"
-            )
-    return ConfiguredEndpoint(name, config, triton, code, onnx, threads, model)
+    loaded = engines.get(config.engine).load(name, config, code, file, base_dir, unpickle)
+    return ConfiguredEndpoint(name, config, triton, code, loaded.onnx, threads, loaded.model)
 
 
 class ConfiguredEndpoints:

@@ -152,10 +152,10 @@ def _config(**fields):
 def warn_if_code(config, file: Path) -> None:
     """One warning line when the endpoint's engine runs code in loading its model file (a pickle)."""
     from services.gateway.configured import model_file
-    from services.gateway.model_files import runs_code, runs_code_warning
+    from services.gateway.model_files import runs_code_warning
 
     path = model_file(config, file.resolve().parent)
-    if path and runs_code(config.engine, path):
+    if path and engines.get(config.engine).runs_code(path):
         console.print(f"warning: {runs_code_warning(config.model_file)}", markup=False)
 
 
@@ -164,7 +164,7 @@ def check_triton(config, url: str | None, listed: set[str]) -> None:
     the address the gateway sends this endpoint's requests to. ServingError with
     the fix, in the form the tensors were given in (`listed`: the directions given as lists). A Triton that does not
     answer is said in one line and nothing is checked."""
-    if config.engine != "triton" or not config.model:
+    if not engines.get(config.engine).sends_to_triton or not config.model:
         return
     from services.gateway.tensor_options import fix
     from services.triton.metadata import TritonUnreachable, differences, model_tensors

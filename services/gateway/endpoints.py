@@ -13,14 +13,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from services.common.contract import TensorSpec
 from services.common.errors import ConfigurationError
 from services.common.locked_file import LockedFile
 from services.common.names import RULE, is_valid_name, printable, shown
+from services.gateway import engines
 from services.monitoring.statistics import EndpointMetrics
 
 T = TypeVar("T")
@@ -28,11 +29,11 @@ SECTIONS = ("endpoints", "metrics")
 
 
 class EndpointConfig(BaseModel):
-    engine: Literal["triton", "onnxruntime", "custom", "custom_async", "sklearn", "xgboost", "lightgbm"] = "triton"
-    """clearml-serving's engines (`services.gateway.engines`): triton sends the preprocess output to a Triton model
-    over gRPC; custom and custom_async run the Preprocess class's own `process`; sklearn, xgboost and lightgbm load
-    `model_file` with their library and call its predict; onnxruntime (this project's own) runs an exported model
-    in-process."""
+    engine: str = Field("triton", json_schema_extra={"enum": list(engines.NAMES)})
+    """One of the registered engines (`services.gateway.engines`): triton sends the preprocess output to a Triton
+    model over gRPC; custom and custom_async run the Preprocess class's own `process`; sklearn, xgboost and lightgbm
+    load `model_file` with their library and call its predict; onnxruntime (this project's own) runs an exported
+    model in-process."""
     model: str | None = None
     """triton: the Triton model name; onnxruntime: an exported model directory (manifest.json, model.onnx)."""
     model_version: str = ""
@@ -48,10 +49,17 @@ class EndpointConfig(BaseModel):
     inputs: list[TensorSpec] = Field(default_factory=list)
     outputs: list[TensorSpec] = Field(default_factory=list)
 
+    @field_validator("engine")
+    @classmethod
+    def _registered(cls, engine: str) -> str:
+        if engine not in engines.ENGINES:
+            raise ValueError(f"engine {shown(engine)} is not one of {', '.join(engines.NAMES)}")
+        return engine
+
     @model_validator(mode="after")
     def _triton_model_name(self) -> EndpointConfig:
         """A Triton model is named by the same rule as endpoints (`services.common.names`)."""
-        if self.engine == "triton" and self.model is not None and not is_valid_name(self.model):
+        if engines.get(self.engine).sends_to_triton and self.model is not None and not is_valid_name(self.model):
             raise ValueError(f"Triton model name {shown(self.model)} is not valid: use {RULE}")
         return self
 

@@ -1,4 +1,5 @@
-"""The model engines' model files, read with each library's own loader, and which of them run code when loaded.
+"""The model engines' model files (`services.gateway.engines.models`): which of them run code when loaded, and the
+sklearn engine's reader.
 
 | engine     | the file                                 | read with                                  | runs code |
 |------------|------------------------------------------|--------------------------------------------|-----------|
@@ -22,13 +23,6 @@ from typing import Any
 
 from services.common.errors import ConfigurationError
 
-FORMATS = {
-    "sklearn": "a model saved with skops.io.dump (.skops), or joblib.dump / pickle.dump (these run code when loaded)",
-    "xgboost": "a model saved with Booster.save_model / XGBModel.save_model (.json or .ubj)",
-    "lightgbm": "a model saved with Booster.save_model (its text format)",
-}
-"""What each model engine's loader reads, said when it cannot load a file."""
-
 ZIP = b"PK\x03\x04"
 """A skops file is a zip archive."""
 PICKLE_STARTS = (
@@ -48,9 +42,9 @@ def is_skops(path: str | Path) -> bool:
     return Path(path).suffix == ".skops" or _head(path).startswith(ZIP)
 
 
-def runs_code(engine: str, path: str | Path) -> bool:
-    """Loading `path` as `engine`'s model runs code its author put in it: the sklearn engine's joblib/pickle files."""
-    return engine == "sklearn" and Path(path).is_file() and _head(path).startswith(PICKLE_STARTS) and not is_skops(path)
+def is_pickle(path: str | Path) -> bool:
+    """`path` is a joblib or pickle file (by its first bytes), whose loading runs code its author put in it."""
+    return Path(path).is_file() and _head(path).startswith(PICKLE_STARTS) and not is_skops(path)
 
 
 def runs_code_warning(path: str) -> str:
@@ -61,19 +55,10 @@ def runs_code_warning(path: str) -> str:
     )
 
 
-def load(engine: str, path: str, unpickle: bool = True) -> Any:
-    """The model in `path`, read by `engine`'s library; None for a pickle when `unpickle` is False (checked by its
-    first bytes, not loaded). Exceptions are the library's own, or ConfigurationError with the fix."""
-    if engine == "sklearn":
-        return _sklearn(path, unpickle)
-    if engine == "xgboost":
-        booster = importlib.import_module("xgboost").Booster()
-        booster.load_model(path)
-        return booster
-    return importlib.import_module("lightgbm").Booster(model_file=path)
-
-
-def _sklearn(path: str, unpickle: bool) -> Any:
+def load_sklearn(path: str, unpickle: bool = True) -> Any:
+    """The scikit-learn model in `path`: a skops file read with skops' trusted types only, or a joblib/pickle file
+    with `joblib.load` (None when `unpickle` is False: checked by its first bytes, not loaded). Exceptions are the
+    library's own, or ConfigurationError with the fix."""
     if is_skops(path):
         return _skops(path)
     if not _head(path).startswith(PICKLE_STARTS):

@@ -26,8 +26,8 @@ def test_a_bad_entry_is_reported_and_the_others_are_kept(tmp_path):
     read = EndpointsFile.read(path)
     assert list(read.endpoints) == ["b"]
     assert read.invalid == {
-        "a": "field 'engine': Input should be 'triton', 'onnxruntime', 'custom', 'custom_async', 'sklearn', 'xgboost' "
-        "or 'lightgbm'"
+        "a": "field 'engine': engine 'tensorflow' is not one of triton, onnxruntime, custom, custom_async, sklearn, "
+        "xgboost, lightgbm"
     }
 
 

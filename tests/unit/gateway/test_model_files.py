@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from services.gateway import engines
 from services.gateway.configured import validate_file
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
-from services.gateway.model_files import runs_code, skops_io
+from services.gateway.model_files import skops_io
 from tests.unit.gateway.test_configured import build
 from tests.unit.gateway.test_model_files_cli import Touch
 
@@ -50,9 +51,10 @@ def test_which_files_run_code_when_loaded(tmp_path):
     sio.dump(model, tmp_path / "model.skops")
     sio.dump(model, tmp_path / "skops-named.bin")
     (tmp_path / "text.txt").write_text("not a pickle")
-    flagged = {path.name for path in tmp_path.iterdir() if runs_code("sklearn", path)}
+    flagged = {path.name for path in tmp_path.iterdir() if engines.get("sklearn").runs_code(path)}
     assert flagged == {"plain.joblib", "zlib.joblib", "gzip.joblib", "model.pkl"}
-    assert not runs_code("xgboost", tmp_path / "model.pkl") and not runs_code("sklearn", tmp_path / "missing.pkl")
+    sklearn, xgboost = engines.get("sklearn"), engines.get("xgboost")
+    assert not xgboost.runs_code(tmp_path / "model.pkl") and not sklearn.runs_code(tmp_path / "missing.pkl")
 
 
 def forest(path: Path) -> None:

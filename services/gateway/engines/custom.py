@@ -1,0 +1,9 @@
+"""The `custom` and `custom_async` engines: the user's `process` is the step (sync or async); with `custom_async`,
+`send_request` returns an awaitable in async code."""
+
+from __future__ import annotations
+
+from services.gateway.engines.base import Engine
+
+CUSTOM = Engine("custom")
+CUSTOM_ASYNC = Engine("custom_async")
