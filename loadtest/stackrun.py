@@ -13,7 +13,7 @@ from pathlib import Path
 
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US
 from services.launcher import Launcher, ProcessSpec, free_port
-from services.stacks import StackOptions, stack_processes, trace_receiver, triton_tracing_args
+from services.stacks import StackOptions, Tuning, stack_processes, trace_receiver, triton_tracing_args
 from services.triton.server import TritonPorts, triton_process
 
 DIRECT_TRITON = ("triton", "minimal")
@@ -151,7 +151,7 @@ def running_stack(
             traces=traces,
             trace_port=free_port(),
             trace_ratio=0.0,
-            tuning=dict(tuning or {}),
+            tuning=Tuning.of(tuning),
             device=device,
             sim_fixed_us=sim_fixed_us,
             sim_per_token_us=sim_per_token_us,

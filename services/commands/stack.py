@@ -90,7 +90,7 @@ def up(
     ready_timeout: float = READY_TIMEOUT,
 ) -> None:
     """Start a stack: in the foreground (Ctrl-C stops it) or detached."""
-    from services.stacks import StackOptions
+    from services.stacks import StackOptions, Tuning
     from services.triton.server import TritonPorts
 
     if batching not in ("on", "off"):
@@ -112,7 +112,7 @@ def up(
         otlp_endpoint=otlp_endpoint,
         traces=traces,
         trace_ratio=trace_ratio,
-        tuning=({"max_queue_size": triton_max_queue} if triton_max_queue else {}) | ({"spin": True} if spin else {}),
+        tuning=Tuning(max_queue_size=triton_max_queue or None, spin=spin or None),
         trace_port=trace_port,
         triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port, triton_address),
         log_json=detach if log_json is None else log_json,

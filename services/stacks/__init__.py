@@ -14,10 +14,12 @@ from services.stacks.options import STACKS, StackOptions
 from services.stacks.ports import port_claims
 from services.stacks.processes import stack_processes, trace_receiver
 from services.stacks.triton_service import triton_service, triton_tracing_args
+from services.stacks.tuning import Tuning
 
 __all__ = [
     "STACKS",
     "StackOptions",
+    "Tuning",
     "http_service",
     "port_claims",
     "read_stack_info",

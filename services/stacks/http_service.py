@@ -52,8 +52,8 @@ def http_env(options: StackOptions, *, name: str, env_prefix: str) -> dict[str, 
     }
     if options.endpoint:
         env[f"{env_prefix}ENDPOINT"] = options.endpoint
-    if name == "fastapi" and options.tuning.get("intra_op_threads"):
-        env[f"{env_prefix}INTRA_OP_THREADS"] = str(options.tuning["intra_op_threads"])
+    if name == "fastapi" and options.tuning.intra_op_threads:
+        env[f"{env_prefix}INTRA_OP_THREADS"] = str(options.tuning.intra_op_threads)
     if name == "fastapi" and options.device == "sim":
         env |= {
             f"{env_prefix}DEVICE": "sim",
@@ -61,8 +61,8 @@ def http_env(options: StackOptions, *, name: str, env_prefix: str) -> dict[str, 
             f"{env_prefix}SIM_PER_TOKEN_US": repr(float(options.sim_per_token_us)),
             f"{env_prefix}SIM_LOCK_FILE": str(options.sim_lock_file),
         }
-    if name == "gateway" and options.tuning.get("coalesce_depth"):
-        env[f"{env_prefix}COALESCE_DEPTH"] = str(options.tuning["coalesce_depth"])
+    if name == "gateway" and options.tuning.coalesce_depth:
+        env[f"{env_prefix}COALESCE_DEPTH"] = str(options.tuning.coalesce_depth)
     if options.log_json:
         env[f"{env_prefix}OBSERVABILITY__LOG_JSON"] = "true"
     if options.tracing_url:

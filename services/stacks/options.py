@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US
+from services.stacks.tuning import Tuning
 from services.triton.server import TritonPorts
 
 STACKS = ("fastapi", "triton", "clearml")
@@ -51,11 +52,9 @@ class StackOptions:
     sim_per_token_us: float = DEFAULT_PER_TOKEN_US
     """device=sim: device time of every padded token of a batch, microseconds."""
 
-    tuning: dict = field(default_factory=dict, hash=False)
-    """Knobs past the defaults: Triton's max_queue_delay_us, max_queue_size, preferred_batch_sizes,
-    tokenizer_instances, encoder_instances; ONNX Runtime's intra_op_threads (Triton's encoder, or the FastAPI
-    workers) and spin (Triton's encoder); the gateway's coalesce_depth. `loadtest tune` searches most of them
-    (`loadtest.tune.SPACES`); `serving up --triton-max-queue/--spin` sets the other two."""
+    tuning: Tuning = Tuning()
+    """Knobs past the defaults (`Tuning`). `loadtest tune` searches most of them (`loadtest.tune.SPACES`);
+    `serving up --triton-max-queue/--spin` sets the other two."""
 
     @property
     def tracing_url(self) -> str | None:
@@ -79,4 +78,6 @@ class StackOptions:
         data = json.loads(text)
         paths = {f.name for f in fields(cls) if f.type == "Path"}
         data = {key: Path(value) if key in paths else value for key, value in data.items()}
-        return cls(**(data | {"triton_ports": TritonPorts(**data["triton_ports"])}))
+        return cls(
+            **(data | {"triton_ports": TritonPorts(**data["triton_ports"]), "tuning": Tuning.of(data["tuning"])})
+        )

@@ -51,11 +51,8 @@ def triton_service(
 
 def triton_knobs(options: StackOptions) -> dict:
     """The render options the stack's tuning sets, over the stack's own defaults (`STACK_TRITON_DEFAULTS`)."""
-    knobs = {**STACK_TRITON_DEFAULTS.get(options.stack, {}), **options.tuning}
-    knobs = {k: v for k, v in knobs.items() if k in TRITON_KNOBS}
-    if "preferred_batch_sizes" in knobs:
-        knobs["preferred_batch_sizes"] = tuple(knobs["preferred_batch_sizes"])
-    return knobs
+    knobs = {**STACK_TRITON_DEFAULTS.get(options.stack, {}), **options.tuning.given()}
+    return {k: v for k, v in knobs.items() if k in TRITON_KNOBS}
 
 
 def triton_tracing_args(options: StackOptions) -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import ConfigurationError
-from services.stacks import STACKS, StackOptions, read_stack_info, stack_processes, write_stack_info
+from services.stacks import STACKS, StackOptions, Tuning, read_stack_info, stack_processes, write_stack_info
 from services.triton.model_config import parse
 from services.triton.server import TritonPorts
 from tests.support.models import UNIT_MAX_LENGTH, unit_model_dir
@@ -96,7 +96,7 @@ def test_the_stack_description_is_written_into_the_run_directory_and_read_back(o
 
 
 def test_tuning_reaches_only_the_process_it_belongs_to(options):
-    tuned = replace(options, stack="fastapi", tuning={"intra_op_threads": 2, "coalesce_depth": 3, "spin": True})
+    tuned = replace(options, stack="fastapi", tuning=Tuning(intra_op_threads=2, coalesce_depth=3, spin=True))
     (fastapi,) = stack_processes(tuned)
     assert fastapi.env["SERVING_INTRA_OP_THREADS"] == "2" and "SERVING_COALESCE_DEPTH" not in fastapi.env
     triton, gateway, _ = stack_processes(replace(tuned, stack="clearml"))
@@ -129,7 +129,7 @@ def test_a_restarted_http_service_gets_a_fresh_metrics_directory(options):
 
 
 def test_the_options_survive_the_trip_to_the_detached_supervisor(options):
-    tuned = replace(options, tuning={"preferred_batch_sizes": [4, 8], "spin": True}, traces=True, endpoint="e")
+    tuned = replace(options, tuning=Tuning(preferred_batch_sizes=(4, 8), spin=True), traces=True, endpoint="e")
     assert StackOptions.from_json(tuned.to_json()) == tuned
 
 
@@ -174,3 +174,14 @@ def test_the_simulated_device_goes_where_each_stack_runs_its_model(options):
     write_stack_info(replace(sim, stack="fastapi"))
     info = read_stack_info(sim.run_dir)
     assert info["device"] == "sim" and info["sim"] == {"fixed_us": 500.0, "per_token_us": 3.0}
+
+
+def test_tuning_is_typed_refuses_an_unknown_knob_and_survives_the_supervisors_json(options):
+    tuned = replace(options, tuning=Tuning.of({"preferred_batch_sizes": [4, 8], "coalesce_depth": 2}))
+    assert tuned.tuning.preferred_batch_sizes == (4, 8) and tuned.tuning.given() == {
+        "preferred_batch_sizes": (4, 8),
+        "coalesce_depth": 2,
+    }
+    assert StackOptions.from_json(tuned.to_json()) == tuned
+    with pytest.raises(ValueError, match="unknown tuning knob 'workers'; known: coalesce_depth, encoder_instances"):
+        Tuning.of({"workers": 2})
