@@ -28,8 +28,7 @@ from tokenizers.models import WordPiece
 from services.common.errors import InvalidInput
 
 # `encode_batch` spreads a batch over a thread pool unless told not to. A server already keeps every core busy with
-# concurrent requests: measured on 2 cores, short texts cost 25-39 us of CPU each in parallel against 19-20 us
-# sequentially, for no gain in throughput. A value the user set wins.
+# concurrent requests, so the pool only costs CPU (docs/decisions/triton-defaults.md). A value the user set wins.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 CHARS_PER_TOKEN = 8
 """Characters a token may span on average in the prefix of a long text (English WordPiece averages ~4.5 with the

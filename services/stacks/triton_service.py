@@ -20,8 +20,7 @@ TRITON_KNOBS = (
 )
 # Behind the gateway, Triton holds no request waiting for others: the gateway's workers already coalesce their
 # concurrent requests, and Triton still batches whatever queues while its instance is busy, so batching follows
-# the load. Measured (clearml w1, real model, 2 cores): saturated 391 vs 396 req/s, and at a quarter of that
-# p50 7.5 ms against 9.6 ms with the 2 ms delay (STACK=fastapi: 7.0 ms).
+# the load (docs/decisions/triton-defaults.md).
 STACK_TRITON_DEFAULTS = {"clearml": {"max_queue_delay_us": 0}}
 
 

@@ -153,8 +153,7 @@ def _replica_leaving(exc: grpc.aio.AioRpcError) -> bool:
     """Whether the call failed because its replica is going away: its connection lost (UNAVAILABLE, not a full
     queue: killed, host gone, keepalive unanswered), the call cancelled by the server as it stops, or the model
     unknown to it. On SIGTERM Triton unloads its models first and answers NOT_FOUND until it closes its port (2-3 s
-    with the tiny model); without sending those again a third of a gateway's requests failed meanwhile (measured with
-    two replicas: 397 and 436 of about 1,200), with it none."""
+    with the tiny model), and those calls are sent once more (docs/decisions/triton-defaults.md)."""
     code = exc.code()
     if code == grpc.StatusCode.UNAVAILABLE:
         return not _queue_full(exc)

@@ -42,23 +42,19 @@ class RenderOptions:
     max_queue_delay_us: int = 2000
     """How long the batcher may hold a request waiting for others."""
     preferred_batch_sizes: tuple[int, ...] = ()
-    """Sizes the batcher aims for. Empty by default: with [8, 16, 32] the batcher held some requests for ~500 ms
-    at 32 concurrent requests (Triton's own queue timestamps: encoder queue p99 505 ms against p50 9 ms; p99 615 ms
-    end to end); without, it sends what is queued whenever the instance is free (p99 133 ms, and 34% more req/s)."""
+    """Sizes the batcher aims for. Empty by default: the batcher sends what is queued whenever the instance is free
+    rather than hold requests for a preferred size (docs/decisions/triton-defaults.md)."""
     max_queue_size: int = 0
     """Requests queued per model beyond which Triton rejects with UNAVAILABLE (503); 0: no queue policy. Off by
-    default: with `default_queue_policy` set, Triton's batcher held whole batches for ~500 ms at 32 concurrent
-    requests (p99 525-608 ms against p50 ~80 ms; without the policy p99 131-154 ms, measured side by side). The
-    fronted stacks bound what they send instead (the in-flight bound per worker, coalescing)."""
+    default (a queue policy makes the batcher hold whole batches: docs/decisions/triton-defaults.md); the fronted
+    stacks bound what they send instead (the in-flight bound per worker, coalescing)."""
     tokenizer_instances: int = 1
     encoder_instances: int = 1
     intra_op_threads: int = 0
     """ONNX Runtime threads in the local encoder; 0 = all cores."""
     spin: bool = False
-    """ONNX Runtime's threads in the local encoder busy-wait between runs instead of sleeping. Measured on this 2-vCPU
-    VM (raw ONNX Runtime, one sequence every 10 ms): 3.0-3.9 ms a run against 5.2-6.0 ms, at 1.2 cores burnt while
-    idle against 0.4; through the gateway at 85 req/s p50 5.6-7.0 ms against 7.9-8.0 ms, but saturated 408 against
-    446 req/s (median of 5 interleaved pairs): on shared cores the spinning takes what the gateway needs. Off by
+    """ONNX Runtime's threads in the local encoder busy-wait between runs instead of sleeping: lower latency at low
+    load, less throughput where the cores are shared with the gateway (docs/decisions/triton-defaults.md). Off by
     default; on for latency at low load when the cores are the encoder's own."""
     gpu: bool = False
     """container target: run the encoder on the GPU (KIND_GPU)."""

@@ -31,11 +31,11 @@ SINGLE_OPTIONS: tuple[tuple[str, int | str], ...] = (
 )
 # A replica that stops answering without closing its connection (frozen, its host gone) is dropped when a ping goes
 # unanswered for 2 s: gRPC's flow-control (BDP) ping, sent as answers arrive, or a keepalive ping after 5 s without
-# reads while calls are in flight. Its calls then fail UNAVAILABLE and are sent once more (`grpc_client`). Measured
-# with one of two replicas frozen (SIGSTOP) under load: out after 2.2 s, no call failed; with gRPC's default ping
-# timeout (60 s) the outstanding flow-control ping held keepalive back and every call sent to it hit its deadline.
-# Triton's server (gRPC's defaults) closes a connection whose fourth ping comes while it sent nothing since the
-# first: 20 s of silence with calls in flight, twice the gateway's default deadline. No pings without calls in flight.
+# reads while calls are in flight. Its calls then fail UNAVAILABLE and are sent once more (`grpc_client`); with
+# gRPC's default ping timeout (60 s) an outstanding flow-control ping holds keepalive back
+# (docs/decisions/triton-defaults.md). Triton's server (gRPC's defaults) closes a connection whose fourth ping comes
+# while it sent nothing since the first: 20 s of silence with calls in flight, twice the gateway's default deadline.
+# No pings without calls in flight.
 BALANCED_OPTIONS: tuple[tuple[str, int | str], ...] = (
     *SINGLE_OPTIONS,
     ("grpc.lb_policy_name", "round_robin"),
