@@ -17,12 +17,12 @@ from services.gateway.backend import TritonBackend
 from services.gateway.configured import ConfiguredEndpoints
 from services.gateway.deployed import DeployedEndpoints
 from services.gateway.endpoints import EndpointsFile
+from services.gateway.file_source import FileWatcher
 from services.gateway.resolvers import ChainedResolver
 from services.gateway.settings import GatewaySettings
-from services.gateway.state_watcher import StoreWatcher
+from services.gateway.state_source import StoreWatcher
 from services.gateway.user_threads import UserThreads
 from services.gateway.version_files import version_files
-from services.gateway.watcher import FileWatcher
 from services.launcher import local_address
 from services.lifecycle.admin import admin_router
 from services.lifecycle.state import DeploymentStore, EndpointState

@@ -1,6 +1,6 @@
 """Registry-deployed endpoints: the live versions the lifecycle controller put into Triton, each with its own
 tokenizer and manifest, and the endpoint's traffic policy (newest version, canary split or rollout step). The shared
-deployment state is followed by a `state_watcher.StoreWatcher`, which serves a `DeployedEndpoints` snapshot of it."""
+deployment state is followed by a `state_source.StoreWatcher`, which serves a `DeployedEndpoints` snapshot of it."""
 
 from __future__ import annotations
 

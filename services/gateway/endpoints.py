@@ -1,6 +1,6 @@
 """The endpoint file: a JSON file declares each configured endpoint's engine, Triton model, preprocess code and
 tensors, and the custom statistics of any endpoint. `serving endpoints ...` and `serving metrics ...` edit it;
-workers follow it (`watcher.FileWatcher`) and build its endpoints (`configured.ConfiguredEndpoints`). Every change
+workers follow it (`file_source.FileWatcher`) and build its endpoints (`configured.ConfiguredEndpoints`). Every change
 goes through `EndpointsFile.update` (a `LockedFile`): two commands at once never lose each other's change.
 
     {"endpoints": {"sst2": {"engine": "triton", "model": "encoder", "preprocess": "preprocess.py",

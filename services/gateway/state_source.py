@@ -15,160 +15,108 @@ again."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from observability import metrics
-from services.common.backend import ModelEndpoint, PipelineEndpoint
 from services.common.errors import ConfigurationError
-from services.gateway.watcher import EmptyEndpoints, EndpointSet, redact_paths
+from services.gateway.watcher import EndpointSet, Poll, Watcher, redact_paths
 from services.lifecycle.state import Deployments, DeploymentStore, Stamp, StateLost, StateStoreUnavailable
-from services.monitoring.statistics import EndpointMetrics
 
 log = logging.getLogger(__name__)
 NAME = "deployment state"
 """Its key in `/health/ready`'s config_errors and its `file` label in `serving_config_errors`."""
 
 
-@dataclass
-class Poll:
-    """What one look at the store found (taken off the event loop, applied on it)."""
+class StoreSource:
+    """The deployment store as a watched source: its stamp is the store's (epoch, revision)."""
 
-    stamp: Stamp | None = None
-    loaded: EndpointSet | None = None
-    error: str | None = None
-    """The state of `stamp` could not be served (invalid, a version whose files do not load)."""
-    outage: str | None = None
-    """The store could not be reached: why."""
-    lost: str | None = None
-    """The store lost its state or holds an older one: what happened and what to do."""
+    name = NAME
 
-
-class StoreWatcher:
-    """An endpoint resolver over the deployment store: serves the set `build` made of the last state it read."""
-
-    def __init__(self, store: DeploymentStore, build: Callable[[Deployments], EndpointSet], interval: float):
+    def __init__(self, store: DeploymentStore, build: Callable[[Deployments], EndpointSet]):
         self.store = store
         self.build = build
-        self.interval = interval
-        self.current: EndpointSet = EmptyEndpoints()
-        self.stamp: Stamp | None = None
-        """Where the state of the served set (or of the error) stands; None: nothing read yet."""
-        self.error: str | None = None
         self.outage: str | None = None
+        """Why the store cannot be reached; None while it answers."""
         self.lost: str | None = None
-        self._task: asyncio.Task | None = None
+        """What happened to a store that lost its state or holds an older one, and what to do; None: it holds one."""
         self._up = metrics.STATE_STORE_UP.labels(store.backend)
         self._regressed = metrics.STATE_STORE_REGRESSED.labels(store.backend)
-        self._apply(self.poll())
 
-    @property
-    def revision(self) -> int | None:
-        return self.stamp.revision if self.stamp is not None else None
+    def poll(self, served: Stamp | None, current: EndpointSet) -> Poll:
+        """The store's stamp; when it moved since `served`, the state read and built (blocking calls)."""
+        stamp = None
+        try:
+            stamp = self.store.stamp()
+            self._reachable()
+            if stamp == served:
+                self._follow_lost(None, served)
+                return Poll(stamp)
+            state = self.store.read()
+        except StateLost as exc:
+            self._reachable()
+            return self._lost(exc.reason, served)
+        except StateStoreUnavailable as exc:
+            self._unreachable(exc.reason, served)
+            return Poll()
+        except ConfigurationError as exc:
+            self._follow_lost(None, served)
+            return Poll(stamp, error=exc.message)
+        self._follow_lost(None, served)
+        return self._built(stamp, state)
 
-    def resolve(self, name: str) -> ModelEndpoint | PipelineEndpoint | None:
-        return self.current.get(name)
-
-    def names(self) -> list[str]:
-        return self.current.names()
-
-    def declared(self, name: str) -> EndpointMetrics | None:
-        return self.current.metrics.get(name)
-
-    def errors(self) -> dict[str, str]:
-        errors = dict(self.current.errors)
-        if self.error:
-            errors[NAME] = redact_paths(self.error, Path("/")) + " (still serving the previous one)"
-        return errors
+    def redact(self, text: str) -> str:
+        return redact_paths(text, Path("/"))
 
     def health(self) -> dict[str, str]:
         if self.outage:
             return {"state_store": f"unreachable: {self.outage}"}
         return {"state_store": f"lost: {self.lost}" if self.lost else "ok"}
 
-    async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+    def describe(self, stamp: Stamp | None) -> str:
+        return f"deployment state {stamp}"
 
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-        await asyncio.to_thread(self.current.unload)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.check()
-
-    async def check(self) -> bool:
-        """Look at the store once; True when a new set was swapped in."""
-        return self._apply(await asyncio.to_thread(self.poll))
-
-    def poll(self) -> Poll:
-        """The store's stamp; when it moved since the served set, the state read and built (blocking calls)."""
-        stamp = None
+    def _built(self, stamp: Stamp, state: Deployments) -> Poll:
         try:
-            stamp = self.store.stamp()
-            if stamp == self.stamp:
-                return Poll(stamp)
-            state = self.store.read()
-        except StateLost as exc:
-            return self._lost(exc.reason)
-        except StateStoreUnavailable as exc:
-            return Poll(outage=exc.reason)
-        except ConfigurationError as exc:
-            return Poll(stamp, error=exc.message)
-        return self._built(stamp, state)
-
-    def _built(self, stamp: Stamp, state: Deployments, lost: str | None = None) -> Poll:
-        try:
-            return Poll(stamp, loaded=self.build(state), lost=lost)
+            return Poll(stamp, loaded=self.build(state))
         except Exception as exc:  # noqa: BLE001 - keep serving the last good state; report this one
-            return Poll(stamp, error=str(exc), lost=lost)
+            return Poll(stamp, error=str(exc))
 
-    def _lost(self, reason: str) -> Poll:
+    def _lost(self, reason: str, served: Stamp | None) -> Poll:
         """Nothing applied from the store; a worker that serves nothing yet builds the last good state of its host."""
-        remembered = self.store.remembered() if self.stamp is None else None
-        if remembered is None:
-            return Poll(lost=reason)
-        return self._built(*remembered, lost=reason)
+        remembered = self.store.remembered() if served is None else None
+        found = Poll() if remembered is None else self._built(*remembered)
+        if found.loaded is not None:
+            log.warning("serving this host's last good copy of the deployment state, %s", found.stamp)
+        self._follow_lost(reason, found.stamp if found.loaded is not None else served)
+        return found
 
-    def _apply(self, found: Poll) -> bool:
-        if found.outage is not None:
-            if self.outage is None:
-                log.error(
-                    "deployment state store %s unreachable, serving revision %s: %s",
-                    self.store.url,
-                    self.revision,
-                    found.outage,
-                )
-            self.outage = found.outage
-            self._up.set(0)
-            return False
+    def _unreachable(self, reason: str, served: Stamp | None) -> None:
+        if self.outage is None:
+            log.error("deployment state store %s unreachable, serving revision %s: %s", self.store.url, served, reason)
+        self.outage = reason
+        self._up.set(0)
+
+    def _reachable(self) -> None:
         if self.outage is not None:
             log.info("deployment state store %s reachable again", self.store.url)
         self.outage = None
         self._up.set(1)
-        self._follow_lost(found)
-        if found.loaded is not None:
-            self.current, self.error = found.loaded, None
-            source = "this host's last good copy of " if found.lost else ""
-            log.info("deployment state %s%s applied", source, found.stamp)
-        elif found.error is not None:
-            self.error = found.error
-            log.error("deployment state %s not applied, still serving the last one: %s", found.stamp, found.error)
-        self.stamp = found.stamp if found.stamp is not None else self.stamp
-        metrics.CONFIG_ERRORS.labels(NAME).set(len(self.errors()))
-        return found.loaded is not None
 
-    def _follow_lost(self, found: Poll) -> None:
-        lost = found.lost
+    def _follow_lost(self, lost: str | None, serving: Stamp | None) -> None:
         if lost is not None and lost != self.lost:
-            serving = (found.stamp if found.loaded is not None else self.stamp) or "nothing"
-            log.error("deployment state store %s lost its state, serving %s: %s", self.store.url, serving, lost)
+            log.error(
+                "deployment state store %s lost its state, serving %s: %s", self.store.url, serving or "nothing", lost
+            )
         elif lost is None and self.lost is not None:
             log.warning("deployment state store %s holds a state again; following it", self.store.url)
         self.lost = lost
         self._regressed.set(1 if lost else 0)
+
+
+def StoreWatcher(  # noqa: N802 - a watcher of the store, built like one
+    store: DeploymentStore, build: Callable[[Deployments], EndpointSet], interval: float
+) -> Watcher:
+    """A watcher of the deployment state in `store`, whose sets `build` makes."""
+    return Watcher(StoreSource(store, build), interval)

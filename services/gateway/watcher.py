@@ -1,16 +1,17 @@
-"""Endpoint sets that follow a file: the endpoint file (configured endpoints) and the deployment state (registry-
-deployed endpoints). A worker polls the file; on a change it builds the new set beside the old one, off the event
-loop, and swaps it in with one assignment: requests in flight finish on the old set, no request waits for the reload
-(clearml-serving pauses all traffic on a change; this does not)."""
+"""Endpoint sets that follow a source: the endpoint file (configured endpoints, `file_source`) and the deployment
+state (registry-deployed endpoints, `state_source`). One `Watcher` polls each source; on a change the source builds
+the new set beside the old one, off the event loop, and the watcher swaps it in with one assignment: requests in
+flight finish on the old set, no request waits for the reload (clearml-serving pauses all traffic on a change; this
+does not). A source that fails to build leaves the previous set serving, and says why."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from observability import metrics
 from services.common.backend import ModelEndpoint, PipelineEndpoint
@@ -66,58 +67,65 @@ class EmptyEndpoints:
         return None
 
 
-def file_stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return (stat.st_mtime_ns, stat.st_size)
+@dataclass
+class Poll:
+    """What one look at a source found (taken off the event loop, applied on it)."""
+
+    stamp: Any = None
+    """Where the source stands now; None: it could not tell (the served set stays, and its stamp)."""
+    loaded: EndpointSet | None = None
+    """The set built from the source at `stamp`, to serve; None: nothing new to serve."""
+    error: str | None = None
+    """The source at `stamp` could not be served: why."""
 
 
-class FileWatcher:
-    """An endpoint resolver over a file: polls it; on a change builds a new set with `load(path)` off the event loop
-    and swaps it in. A file that fails to load leaves the previous set serving.
+class Source(Protocol):
+    """What a `Watcher` follows."""
 
-    The stamps a set is known by are taken before it is read, never after: an edit made while a (slow) build was
-    reading the files is a change still to apply, so it is rebuilt at once rather than taken for the version
-    being served (which kept a broken preprocess file served until something else touched the file)."""
+    name: str
+    """Its key in /health/ready's config_errors and its `file` label in `serving_config_errors`."""
+
+    def poll(self, served: Any, current: EndpointSet) -> Poll:
+        """Where the source stands; when it moved since `served` (the served set's stamp), the set built from it
+        (blocking: run off the event loop)."""
+
+    def redact(self, text: str) -> str:
+        """`text` as the open /health/ready may show it (no host paths)."""
+
+    def health(self) -> dict[str, str]:
+        """What /health/ready says of the source beside its errors."""
+
+    def describe(self, stamp: Any) -> str:
+        """The source at `stamp`, for the log."""
+
+
+class Watcher:
+    """An endpoint resolver over a source: polls it every `interval` seconds and serves the last set it built.
+
+    A source's stamps are taken before it is read, never after: a change made while a (slow) build was reading is
+    a change still to apply, so `check` builds again at once (up to `REBUILDS` times) rather than take it for the
+    set being served. A replaced set stays loaded `retire_after` seconds (its requests in flight finish) before its
+    unload() runs."""
 
     REBUILDS = 3
-    """Builds one `check` runs in a row while the files keep changing under it; the next poll carries on."""
 
-    def __init__(
-        self,
-        path: Path,
-        load: Callable[[Path], EndpointSet],
-        interval: float,
-        retire_after: float = 0.0,
-        health: Callable[[], dict[str, str]] = dict,
-    ):
-        self.path = path
-        self._health = health
-        """What /health/ready says of the served endpoints' code beside the file's problems (`user_threads`)."""
-        self.load = load
+    def __init__(self, source: Source, interval: float, retire_after: float = 0.0):
+        self.source = source
         self.interval = interval
         self.retire_after = retire_after
-        """Seconds a replaced set stays loaded (its requests in flight finish) before its unload() runs."""
-        self.error: str | None = None
         self.current: EndpointSet = EmptyEndpoints()
-        stamp = file_stamp(path)
-        try:
-            self.current = load(path)
-        except Exception as exc:  # noqa: BLE001 - start serving what else there is; report the file's problem
-            self.error = str(exc)
-            log.error("%s not applied: %s", path, exc)
-        self.stamp = (stamp, self.current.read_stamps())
-        self._report()
-        self._log_entry_errors()
+        self.stamp: Any = None
+        """The served set's stamp (or that of the source's last error); None: nothing read yet."""
+        self.error: str | None = None
         self._task: asyncio.Task | None = None
         self._retiring: dict[asyncio.Task, EndpointSet] = {}
         """Replaced sets waiting out `retire_after`, by the task that unloads them."""
+        self._apply(source.poll(None, self.current))
 
-    def _on_disk(self) -> tuple:
-        """The file's stamp and those of the preprocess code the served set names, as they are now."""
-        return (file_stamp(self.path), self.current.source_stamps())
+    @property
+    def revision(self) -> int | None:
+        """The served state's revision, for a source stamped with one (the deployment state)."""
+        return getattr(self.stamp, "revision", None)
 
     def resolve(self, name: str) -> ModelEndpoint | PipelineEndpoint | None:
         return self.current.get(name)
@@ -129,23 +137,15 @@ class FileWatcher:
         return self.current.metrics.get(name)
 
     def errors(self) -> dict[str, str]:
-        """What is wrong with the file (key: its name) or with entries in it (key: the endpoint), as the open
-        /health/ready shows it: file names relative to the file's folder, no absolute path (the log has the full
-        text of each problem)."""
-        errors = {name: redact_paths(problem, self.path.parent) for name, problem in self.current.errors.items()}
+        """What is wrong with the source (key: its name) or with entries in it (key: the endpoint), as the open
+        /health/ready shows it (the log has the full text of each problem)."""
+        errors = {name: self.source.redact(problem) for name, problem in self.current.errors.items()}
         if self.error:
-            errors[self.path.name] = redact_paths(self.error, self.path.parent) + " (still serving the previous one)"
+            errors[self.source.name] = self.source.redact(self.error) + " (still serving the previous one)"
         return errors
 
     def health(self) -> dict[str, str]:
-        return self._health()
-
-    def _report(self) -> None:
-        metrics.CONFIG_ERRORS.labels(self.path.name).set(len(self.errors()))
-
-    def _log_entry_errors(self) -> None:
-        for name, problem in self.current.errors.items():
-            log.error("%s: endpoint '%s' not served: %s", self.path, printable(name), problem)
+        return self.source.health()
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -160,43 +160,46 @@ class FileWatcher:
             await asyncio.to_thread(replaced.unload)
         await asyncio.to_thread(self.current.unload)
 
-    async def _retire(self, replaced: EndpointSet) -> None:
-        await asyncio.sleep(self.retire_after)
-        self._retiring.pop(asyncio.current_task(), None)
-        await asyncio.to_thread(replaced.unload)
-
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
             await self.check()
 
     async def check(self) -> bool:
-        """Reload while the file or its sources differ from what the served set was read from (at most
-        `REBUILDS` builds); True when a new set was swapped in."""
+        """Build and swap in while the source moved since the served set (at most `REBUILDS` builds); True when a
+        new set was swapped in."""
         swapped = False
         for _ in range(self.REBUILDS):
-            stamp = self._on_disk()
-            if stamp == self.stamp:
+            found = await asyncio.to_thread(self.source.poll, self.stamp, self.current)
+            previous = self.current
+            if not self._apply(found):
                 break
-            try:
-                loaded = await asyncio.to_thread(self.load, self.path)
-            except Exception as exc:  # noqa: BLE001 - keep serving the last good configuration
-                log.error("%s not applied, still serving the previous configuration: %s", self.path, exc)
-                self.stamp, self.error = stamp, str(exc)
-                self._report()
-                break
-            self._swap(loaded, (stamp[0], loaded.read_stamps()))
+            task = asyncio.get_running_loop().create_task(self._retire(previous))
+            self._retiring[task] = previous
             swapped = True
         return swapped
 
-    def _swap(self, loaded: EndpointSet, stamp: tuple) -> None:
-        previous = self.current
-        self.current, self.error, self.stamp = loaded, None, stamp
-        self._report()
-        self._log_entry_errors()
-        task = asyncio.get_running_loop().create_task(self._retire(previous))
-        self._retiring[task] = previous
-        log.info("configuration reloaded from %s", self.path)
+    def _apply(self, found: Poll) -> bool:
+        """Serve what `found` built (True), or keep serving and record its error."""
+        if found.loaded is not None:
+            self.current, self.error = found.loaded, None
+            log.info("%s applied", self.source.describe(found.stamp))
+            for name, problem in self.current.errors.items():
+                log.error("%s: endpoint '%s' not served: %s", self.source.name, printable(name), problem)
+        elif found.error is not None:
+            self.error = found.error
+            log.error(
+                "%s not applied, still serving the previous one: %s", self.source.describe(found.stamp), found.error
+            )
+        if found.stamp is not None:
+            self.stamp = found.stamp
+        metrics.CONFIG_ERRORS.labels(self.source.name).set(len(self.errors()))
+        return found.loaded is not None
+
+    async def _retire(self, replaced: EndpointSet) -> None:
+        await asyncio.sleep(self.retire_after)
+        self._retiring.pop(asyncio.current_task(), None)
+        await asyncio.to_thread(replaced.unload)
 
 
 _QUOTED_PATH = re.compile(r"""(['"])/(?:[^'"\n]*/)?([^'"/\n]*)\1""")

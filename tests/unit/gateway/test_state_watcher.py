@@ -15,7 +15,7 @@ import sqlite3
 import pytest
 from prometheus_client import REGISTRY
 
-from services.gateway.state_watcher import StoreWatcher
+from services.gateway.state_source import StoreWatcher
 from services.lifecycle.state import Deployments, DeploymentStore, EndpointState
 from tests.support.state import write_document
 

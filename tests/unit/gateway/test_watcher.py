@@ -12,8 +12,9 @@ import pytest
 
 from services.gateway.configured import ConfiguredEndpoints
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
+from services.gateway.file_source import FileWatcher
 from services.gateway.resolvers import ChainedResolver
-from services.gateway.watcher import EndpointSet, FileWatcher, redact_paths
+from services.gateway.watcher import EndpointSet, redact_paths
 from services.triton.grpc_client import TritonClient
 from tests.support.user_code import THREADS
 
@@ -173,7 +174,7 @@ def test_the_endpoint_file_edited_during_a_slow_reload_is_applied(tmp_path):
         return names
 
     watcher = FileWatcher(path, Names.load, interval=60)
-    watcher.load = slow_load
+    watcher.source.load = slow_load
     write(path, {"a": {"engine": "custom"}, "c": {"engine": "custom"}}, bump=1)
     assert asyncio.run(watcher.check())
     assert watcher.names() == ["a", "b"], "the version written during the reload is the one served"
