@@ -70,19 +70,20 @@ def test_a_new_version_is_served_under_load_without_a_failed_request(stack, chec
     assert stack.versions()["2"]["traffic_share"] == 1.0
 
 
-def test_canary_split_lands_within_three_points_and_a_key_sticks(stack, checkpoints):
+def test_canary_split_reaches_the_workers_and_a_key_sticks(stack, checkpoints):
     stack.admin("PUT", "/endpoints/emb/canary", {"versions": ["2", "1"], "weights": [0.1, 0.9]})
     stack.wait_for(
         "the split to reach the workers",
         lambda: Counter(stack.serve().headers["x-model-version"] for _ in range(40))["1"] > 20,
     )
-    # 2,000 draws: the 3-point bound is 4.5 standard deviations of a 10% share (1,000 had made it 3.2: a chance
-    # failure in a few hundred runs, seen once at 13.5%); over kept-alive connections
+    # The split's arithmetic is tests/unit/lifecycle/test_routing.py's (20,000 draws); here the wiring: the weights
+    # reach every worker and the share lands near them. 600 draws: the 5-point bound is 4.1 standard deviations of
+    # a 10% share; over kept-alive connections
     with httpx.Client(timeout=30) as client, ThreadPoolExecutor(16) as pool:
         answer = lambda _: client.post(f"{stack.url}/serve/emb", json={"text": "hello world"})  # noqa: E731
-        answered = [response.headers["x-model-version"] for response in pool.map(answer, range(2000))]
+        answered = [response.headers["x-model-version"] for response in pool.map(answer, range(600))]
     share = Counter(answered)["2"] / len(answered)
-    assert 0.07 <= share <= 0.13, share
+    assert 0.05 <= share <= 0.15, share
     assert len({stack.serve(key="caller-7").headers["x-model-version"] for _ in range(20)}) == 1
 
 

@@ -69,7 +69,7 @@ def test_a_new_version_goes_live_on_both_tritons_before_either_gateway_serves_it
     assert all(t - live_seen <= SWITCH for t in switched), f"both gateway hosts switched within {SWITCH} s"
 
 
-def test_a_canary_split_over_both_gateway_hosts_lands_within_three_points(fleet: Fleet, tiny_model):
+def test_a_canary_split_reaches_both_gateway_hosts(fleet: Fleet, tiny_model):
     if len(fleet.live()) < 2:  # run alone: the fleet serves its first version only
         fleet.wait_state(fleet.publish(tiny_model), "live")
     old, new = fleet.live()[-2:]
@@ -78,12 +78,14 @@ def test_a_canary_split_over_both_gateway_hosts_lands_within_three_points(fleet:
         fleet.hosts.wait_for(
             f"the split on gateway {gateway}", lambda g=gateway: Counter(fleet.answered_by(g))[old] > 10, 10
         )
-    load = Load(fleet.gateway_urls, CALM, endpoint=ENDPOINT, clients=16, pause=0, requests=2000).run()
+    # the split's arithmetic is test_routing.py's; here: the weights reach both hosts (600 draws: the 5-point bound
+    # is 4.1 standard deviations of a 10% share)
+    load = Load(fleet.gateway_urls, CALM, endpoint=ENDPOINT, clients=16, pause=0, requests=600).run()
     shares = [round(load.versions(g)[new] / sum(load.versions(g).values()), 3) for g in (0, 1)]
     share = load.versions()[new] / len(load.answers)
     print(f"\ncanary 10/90 over {len(load.answers)} requests: {share:.1%} on version {new} (per gateway {shares})")
-    assert load.failed() == [] and len(load.answers) == 2000
-    assert 0.07 <= share <= 0.13, share
+    assert load.failed() == [] and len(load.answers) == 600
+    assert 0.05 <= share <= 0.15, share
 
 
 def test_a_failing_version_is_rolled_back_on_the_fleets_numbers(fleet: Fleet, tmp_path):
