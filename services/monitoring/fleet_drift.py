@@ -125,13 +125,15 @@ class FleetDrift:
         self.last: float | None = None
         self.reference_file = reference_file
         self.kept = self._load_kept()
-        self.gauge = gauge or Gauge(
-            "serving_drift_score",
-            "Distance of the fleet's live traffic (every gateway worker and pod) from the version's reference "
-            "(psi: Population Stability Index; ks: Kolmogorov-Smirnov distance of the binned distributions)",
-            ["endpoint", "version", "feature", "method"],
-            registry=registry,
-        )
+        if gauge is None:
+            gauge = Gauge(
+                "serving_drift_score",
+                "Distance of the fleet's live traffic (every gateway worker and pod) from the version's reference "
+                "(psi: Population Stability Index; ks: Kolmogorov-Smirnov distance of the binned distributions)",
+                ["endpoint", "version", "feature", "method"],
+                registry=registry,
+            )
+        self.gauge = gauge
 
     def poll(self, now: float) -> None:
         """Add what the fleet binned since the last reading; set references and window starts where due."""

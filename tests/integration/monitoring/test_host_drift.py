@@ -5,6 +5,8 @@ one text each. The host's 900 values are enough, where each worker judging its ~
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -108,5 +110,24 @@ def test_two_workers_keep_calm_traffic_calm(tmp_path, tiny_model, triton):
         print(f"\ncalm, 900 requests over 2 workers: {sorted((s['feature'], s['method'], v) for s, v in scores)}")
         one_score_per_series(scores)
         assert psi_of_token_length(scores) < 0.1, "no shift"
+    finally:
+        gateway.launcher.stop_all()
+
+
+def test_another_worker_judges_once_the_judge_exits(tmp_path, tiny_model, triton):
+    gateway = start_gateway(tmp_path, tiny_model, triton, workers=2, env=JUDGE_EVERY)
+    try:
+        send(gateway, short(500, seed=11))
+        lock = tmp_path / "prometheus-api" / JUDGE_LOCK
+        wait_for(lambda: (tmp_path / "prometheus-api" / REFERENCES_FILE).is_file(), 30, "reference taken")
+        first = judge_is_a_worker(gateway, tmp_path)
+        os.kill(first, signal.SIGTERM)  # gunicorn starts a new worker in its place
+        wait_for(lambda: lock.read_text().strip() not in ("", str(first)), 30, "new judge")
+        second = judge_is_a_worker(gateway, tmp_path)
+        send(gateway, long(400, seed=12))
+        scores = wait_for(lambda: drift_scores(gateway), 30, "drift score from the new judge")
+        print(f"\njudge {first} exited, {second} judges: {sorted((s['feature'], s['method'], v) for s, v in scores)}")
+        one_score_per_series(scores)
+        assert psi_of_token_length(scores) > 0.25, "the kept reference of short texts"
     finally:
         gateway.launcher.stop_all()

@@ -69,6 +69,7 @@ def test_declared_variables_are_features_of_the_endpoint_their_name_begins_with_
     found = cumulative_counts(
         [
             ("serving_endpoint_requests_total", {"endpoint": "my-ep", "version": "2", "code": "200"}, 3.0),
+            ("serving_endpoint_requests_total", {"endpoint": "my", "version": "1", "code": "200"}, 1.0),
             ("serving_custom_my_ep_tokens_bucket", {"version": "2", "le": "4.0"}, 1.0),
             ("serving_custom_my_ep_lang_total", {"version": "2", "value": "en"}, 2.0),
             ("serving_custom_my_ep_items_total", {"version": "2"}, 7.0),  # a counter variable: no bins
@@ -76,7 +77,7 @@ def test_declared_variables_are_features_of_the_endpoint_their_name_begins_with_
             ("serving_stage_duration_seconds_bucket", {"stage": "parse", "le": "0.1"}, 9.0),
         ]
     )
-    assert found == {
+    assert found == {  # `my` prefixes the names too: the longest endpoint name wins
         ("my-ep", "2", "custom:tokens"): (False, {"4.0": 1.0}),
         ("my-ep", "2", "custom:lang"): (True, {"en": 2.0}),
     }
