@@ -225,13 +225,18 @@ def stage(name: str) -> Iterator[None]:
         child(STAGE_LATENCY, name).observe(time.perf_counter() - start)
 
 
-def metrics_payload() -> tuple[bytes, str]:
-    """The exposition text for `/metrics`: merged over all workers in multiprocess mode."""
+def merged_registry() -> CollectorRegistry:
+    """What `/metrics` shows: every worker's samples merged in multiprocess mode, else this process's registry."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+        return registry
+    return REGISTRY
+
+
+def metrics_payload() -> tuple[bytes, str]:
+    """The exposition text for `/metrics`: merged over all workers in multiprocess mode."""
+    return generate_latest(merged_registry()), CONTENT_TYPE_LATEST
 
 
 def endpoint_request_counts() -> dict[tuple[str, str], float]:

@@ -92,7 +92,7 @@ def create_app(
         await stack.backend.start()
         await stack.endpoints.start()
         await monitor.start()
-        dataplane = DataPlane(settings, builtin, stack.backend, stack.endpoints, monitor)
+        dataplane = DataPlane(settings, builtin, stack.backend, stack.endpoints)
         app.state.dataplane = dataplane
         await dataplane.warm_up()
         try:

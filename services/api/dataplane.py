@@ -34,7 +34,6 @@ from services.common.contract import WARMUP_TEXTS
 from services.common.schemas import ServeRequest
 from services.common.settings import ApiSettings
 from services.monitoring import statistics
-from services.monitoring.drift import DriftMonitor
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +69,13 @@ class DataPlane:
         builtin: ServedModel | None,
         backend: InferenceBackend,
         endpoints: EndpointResolver | None = None,
-        monitor: DriftMonitor | None = None,
     ):
         self.settings = settings
         self.catalog = Catalog(builtin, endpoints)
         self.backend = backend
         """The built-in model's backend; what readiness asks."""
-        self.monitor = monitor
         self.ready = False
-        self.predictor = Predictor(settings, monitor)
+        self.predictor = Predictor(settings)
 
     async def warm_up(self) -> bool:
         """Run a few predictions on the built-in model so the first user request is not slow; readiness waits."""
@@ -114,7 +111,7 @@ class DataPlane:
                 payload = model_payload(model, prediction, body.text is not None)
                 declared = self.catalog.endpoints.declared(endpoint)
                 if declared is not None:  # the request's fields are copied out only when variables may read them
-                    statistics.record(endpoint, model.version, declared, None, payload, body.model_dump(), self.monitor)
+                    statistics.record(endpoint, model.version, declared, None, payload, body.model_dump())
                 return Answer(dumps(payload), model.manifest.name, model.version, prediction.device)
 
     async def _serve_pipeline(
@@ -138,7 +135,7 @@ class DataPlane:
             with stage(POSTPROCESS):
                 data = await pipeline.postprocess(data, state, collect)
             declared = self.catalog.endpoints.declared(endpoint)
-            statistics.record(endpoint, pipeline.version, declared, collected, data, body, self.monitor)
+            statistics.record(endpoint, pipeline.version, declared, collected, data, body)
             return Answer(dumps_any(data, endpoint), endpoint, pipeline.version)
 
     async def infer(self, parse: Parse, render: Render[Rendered]) -> Rendered:

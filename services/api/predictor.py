@@ -33,7 +33,6 @@ from services.common.memory import trimmer
 from services.common.settings import ApiSettings
 from services.common.tokenization import EncodedBatch, TextTokenizer
 from services.monitoring.builtin import record_prediction
-from services.monitoring.drift import DriftMonitor
 
 PREPROCESS = "preprocess"
 INLINE_TOKENIZE_TEXTS = 4
@@ -61,9 +60,8 @@ def inline(texts: int, chars: int) -> bool:
 class Predictor:
     """One per worker (inside the data plane): the token budget and the coalescers of the models it serves."""
 
-    def __init__(self, settings: ApiSettings, monitor: DriftMonitor | None):
+    def __init__(self, settings: ApiSettings):
         self.settings = settings
-        self.monitor = monitor
         self.budget = TokenBudget(settings.max_concurrent_tokens, settings.token_wait)
         threads = max(1, (os.cpu_count() or 1) // settings.workers)
         self.tokenizing = ThreadPoolExecutor(threads, thread_name_prefix="tokenizer")
@@ -118,7 +116,7 @@ class Predictor:
         metrics.TOKENS.inc(sum(encoded.token_counts))
         if any(encoded.truncated):
             metrics.TRUNCATED.inc(sum(encoded.truncated))
-        record_prediction(model, outputs, encoded.token_counts, encoded.truncated, self.monitor)
+        record_prediction(model, outputs, encoded.token_counts, encoded.truncated)
         return outputs
 
     def _coalescer(self, model: ServedModel) -> Coalescer:

@@ -47,21 +47,21 @@ class ObservabilitySettings(BaseModel):
 
 
 class DriftSettings(BaseModel):
-    """Drift detection (`services.monitoring.drift`)."""
+    """Drift detection on one host (`services.monitoring.drift`): one judge over every worker's values merged."""
 
     reference_size: int = Field(500, ge=10)
-    """Values taken as the reference when the version brings none (its first requests)."""
+    """Values (the host's, all workers together) taken as the reference when the version brings none: its first
+    requests'."""
     window_size: int = Field(1000, ge=10)
-    """Most recent values compared with the reference."""
+    """Most recent values (all workers together) compared with the reference."""
     min_samples: int = Field(100, ge=10)
     """Values the window needs before a score is exported."""
     interval: float = Field(10.0, gt=0)
-    """Seconds between two comparisons."""
-    bins: int = Field(10, ge=2)
-    """PSI bins (at the reference's quantiles) for continuous features."""
+    """Seconds between two readings of the workers' counts (and two scores)."""
     worker_scores: bool = True
-    """Each worker judges its own traffic (one host). Off (`GATEWAY_MONITORING__WORKER_SCORES=false`) where the
-    controller's fleet monitor judges drift on every worker's data merged (`CONTROLLER_PROMETHEUS_URL` set)."""
+    """This host's workers judge drift (one of them, on all their values merged). Off
+    (`GATEWAY_MONITORING__WORKER_SCORES=false`) where the controller's fleet monitor judges every host's values
+    merged (`CONTROLLER_PROMETHEUS_URL` set)."""
 
 
 class ApiSettings(BaseSettings):

@@ -25,6 +25,8 @@ BUILTIN = (
     ("predicted_label", "serving_endpoint_predicted_label_total", "label", True),
 )
 CUSTOM_PREFIX = "serving_custom_"
+# Declared scalar (histogram) and enum (counter by value) variables: (series suffix, label naming the bin, categorical)
+CUSTOM = (("_bucket", "le", False), ("_total", "value", True))
 Key = tuple[str, str, str]
 """(endpoint, version, feature)"""
 
@@ -82,20 +84,25 @@ class FleetFeatureCounts:
         label, categorical). Their endpoint is in the series' name (`statistics.metric_name`): the longest endpoint
         that Prometheus has requests of whose name prefixes it."""
         endpoints = [labels["endpoint"] for labels, _ in self.prometheus.query(ENDPOINTS, at) if "endpoint" in labels]
-        prefixes = sorted(((metric_name(e, ""), e) for e in endpoints), key=lambda p: len(p[0]), reverse=True)
         families = []
-        for query, suffix, label, categorical in (
-            (SCALARS, "_bucket", "le", False),
-            (ENUMS, "_total", "value", True),
-        ):
-            for labels, _ in self.prometheus.query(query, at):
+        for suffix, label, categorical in CUSTOM:
+            for labels, _ in self.prometheus.query(SCALARS if suffix == "_bucket" else ENUMS, at):
                 name = labels.get("__name__", "")
-                for prefix, endpoint in prefixes:
-                    if name.startswith(prefix) and name.endswith(suffix):
-                        variable = name[len(prefix) : -len(suffix)]
-                        families.append((name, endpoint, f"custom:{variable}", label, categorical))
-                        break
+                if found := custom_feature(name, suffix, endpoints):
+                    families.append((name, *found, label, categorical))
         return families
+
+
+def custom_feature(name: str, suffix: str, endpoints) -> tuple[str, str] | None:
+    """(endpoint, `custom:<variable>`) of a declared variable's series `name` (`statistics.metric_name` + `suffix`):
+    the longest of `endpoints` whose name prefixes it; None when none does."""
+    if not (name.startswith(CUSTOM_PREFIX) and name.endswith(suffix)):
+        return None
+    prefixes = sorted(((metric_name(e, ""), e) for e in set(endpoints)), key=lambda p: len(p[0]), reverse=True)
+    for prefix, endpoint in prefixes:
+        if name.startswith(prefix) and len(name) > len(prefix) + len(suffix):
+            return endpoint, f"custom:{name[len(prefix) : -len(suffix)]}"
+    return None
 
 
 ENDPOINTS = "group by (endpoint) (serving_endpoint_requests_total)"

@@ -1,19 +1,18 @@
-"""Drift judged on the fleet: each endpoint version's traffic merged over every gateway worker and pod, compared with
-the version's reference, one score per (endpoint, version, feature, method) for the whole fleet.
+"""Drift judged on merged counts: each endpoint version's values binned and summed over many workers, compared with
+the version's reference, one score per (endpoint, version, feature, method) for all of them.
 
-Each worker's own monitor (`drift`) needed its own `reference_size` values before saying anything and raised its own
-false alarms, so more workers meant more traffic before a score and more alarms. Here the values are the binned counts
-Prometheus sums over every worker and pod (`fleet_counts`), read every `interval`:
+The counts come from `read`: Prometheus' sums over every worker and pod of a fleet (`fleet_counts`, the controller's
+monitor), or one host's workers merged (`host_counts`, the judge worker of `drift`), read every `interval`:
 - the reference is the version's data set (`drift_reference.json`, which the controller wrote beside the version),
-  binned into the same edges, else the fleet's first `reference_size` values (kept in `reference_file`, so that a
-  restarted controller keeps judging against the same reference);
-- the window is the fleet's most recent values: from the latest earlier reading that leaves at least `window_size`
-  of them, or from the reference's end while there are fewer;
+  binned into the same edges, else the first `reference_size` values (kept in `reference_file`, so that a restarted
+  judge keeps judging against the same reference);
+- the window is the most recent values: from the latest earlier reading that leaves at least `window_size` of them,
+  or from the reference's end while there are fewer;
 - with `min_samples` in both, the Population Stability Index (every feature) and, for continuous features, the
   Kolmogorov-Smirnov distance between the two binned distributions (the largest gap between their cumulative shares at
   the bins' edges) are exported as `serving_drift_score{endpoint,version,feature,method}`: what the
   `ModelInputDrift` alert reads (PSI > 0.25).
-The fleet thus needs the traffic one worker needed before, however many workers share it.
+Many workers thus need the traffic one worker needs, however many share it.
 """
 
 from __future__ import annotations
@@ -33,12 +32,13 @@ from typing import Protocol
 import numpy as np
 from prometheus_client import CollectorRegistry, Gauge
 
-from services.monitoring.drift import psi_of_shares
 from services.monitoring.fleet_counts import Binned, Key
 
 log = logging.getLogger(__name__)
 STALE_SECONDS = 3600.0
 MAX_MARKS = 1000
+EPSILON = 1e-4
+"""Smallest share a bin counts with: an empty bin on one side gives a large but finite PSI."""
 
 
 class Settings(Protocol):
@@ -50,6 +50,12 @@ class Settings(Protocol):
 
 References = Callable[[str, str], dict | None]
 """(endpoint, version) -> the version's data-set reference (`drift_reference.json`'s content), or None."""
+
+
+def psi_of_shares(expected: np.ndarray, actual: np.ndarray) -> float:
+    """PSI of two distributions given as shares of the same bins (each summing to 1)."""
+    expected, actual = np.clip(expected, EPSILON, None), np.clip(actual, EPSILON, None)
+    return float(np.sum((actual - expected) * np.log(actual / expected)))
 
 
 def minus(total: dict[str, float], mark: dict[str, float]) -> dict[str, float]:
@@ -109,20 +115,25 @@ class FleetDrift:
         references: References = lambda endpoint, version: None,
         registry: CollectorRegistry | None = None,
         reference_file: Path | None = None,
+        gauge: Gauge | None = None,
     ):
-        """`read(since, at)`: the fleet's binned values between two instants (`fleet_counts.FleetFeatureCounts`)."""
+        """`read(since, at)`: the binned values between two instants, of the fleet (`fleet_counts
+        .FleetFeatureCounts`) or of one host's workers (`host_counts.HostFeatureCounts`); the scores go to `gauge`,
+        else to a `serving_drift_score` gauge of its own in `registry`."""
         self.read, self.settings, self.references = read, settings, references
         self.tracks: dict[Key, Track] = {}
         self.last: float | None = None
         self.reference_file = reference_file
         self.kept = self._load_kept()
-        self.gauge = Gauge(
-            "serving_drift_score",
-            "Distance of the fleet's live traffic (every gateway worker and pod) from the version's reference "
-            "(psi: Population Stability Index; ks: Kolmogorov-Smirnov distance of the binned distributions)",
-            ["endpoint", "version", "feature", "method"],
-            registry=registry,
-        )
+        if gauge is None:
+            gauge = Gauge(
+                "serving_drift_score",
+                "Distance of the fleet's live traffic (every gateway worker and pod) from the version's reference "
+                "(psi: Population Stability Index; ks: Kolmogorov-Smirnov distance of the binned distributions)",
+                ["endpoint", "version", "feature", "method"],
+                registry=registry,
+            )
+        self.gauge = gauge
 
     def poll(self, now: float) -> None:
         """Add what the fleet binned since the last reading; set references and window starts where due."""

@@ -110,10 +110,9 @@ def record(
     collected: dict | None,
     response: Any,
     body: Any,
-    monitor=None,
 ) -> None:
-    """Record the declared variables of one request (sampled at the endpoint's log frequency); scalar and enum
-    values also feed the drift monitor (feature `custom:<name>`)."""
+    """Record the declared variables of one request (sampled at the endpoint's log frequency); the drift judges
+    read scalar and enum ones back as features `custom:<name>` (`host_counts`, `fleet_counts`)."""
     collected = collected or {}
     if declared is None or not declared.variables:
         if collected:
@@ -133,8 +132,6 @@ def record(
             text = str(value)
             bucket = text if text in variable.values else "other"
             family.labels(version, bucket).inc()
-            if monitor is not None:
-                monitor.observe(endpoint, version, f"custom:{name}", [bucket], categorical=True)
             continue
         number = _number(value)
         if number is None:
@@ -142,8 +139,6 @@ def record(
             continue
         if variable.kind == "scalar":
             family.labels(version).observe(number)
-            if monitor is not None:
-                monitor.observe(endpoint, version, f"custom:{name}", [number])
         elif variable.kind == "counter":
             family.labels(version).inc(max(number, 0.0))
         else:

@@ -57,7 +57,7 @@ def start_fleet_drift(
 ) -> threading.Event | None:
     """Start the monitor's thread and /metrics server (serving `registry`, the controller's own metrics with the
     monitor's scores) when a Prometheus is configured; returns the thread's stop event (None: no Prometheus, each
-    gateway worker judges its own traffic)."""
+    gateway host judges its own traffic, `services.monitoring.drift`)."""
     if not settings.prometheus_url:
         return None
     monitor = FleetDrift(
