@@ -173,7 +173,7 @@ def test_a_model_that_fails_to_load_gets_a_readable_reason(tmp_path, tiny_model)
 
 def test_model_control_is_refused_to_a_client_without_the_control_key(triton_on):
     """Anyone who reaches Triton's ports may infer; only the holder of the run directory's key may load, unload or
-    list models (over HTTP and gRPC)."""
+    list models, register shared memory, or change tracing and logging (over HTTP and gRPC)."""
     run_dir = triton_on.launcher.run_dir
     key = read_control_key(run_dir / KEY_FILE)
     assert oct((run_dir / KEY_FILE).stat().st_mode & 0o777) == "0o600"
@@ -184,6 +184,14 @@ def test_model_control_is_refused_to_a_client_without_the_control_key(triton_on)
     client = grpcclient.InferenceServerClient(triton_on.grpc_url)
     with pytest.raises(InferenceServerException, match="restricted|header"):
         client.unload_model("encoder")
+    # a shared-memory region registered by anyone made Triton write outputs into another process's memory (SIGABRT)
+    region = {"key": "/not-ours", "offset": 0, "byte_size": 1024}
+    register = httpx.post(f"{triton_on.http_url}/v2/systemsharedmemory/region/r/register", json=region, timeout=10)
+    assert register.status_code == 403 and HEADER in register.text, register.text
+    with pytest.raises(InferenceServerException, match="restricted|header"):
+        client.register_system_shared_memory("r", "/not-ours", 1024)
+    for path in ("/v2/logging", "/v2/trace/setting"):
+        assert httpx.post(f"{triton_on.http_url}{path}", json={}, timeout=10).status_code == 403, path
     assert httpx.get(f"{triton_on.http_url}/v2/models/encoder/ready", timeout=5).status_code == 200
     assert infer_json(triton_on.http_url, TEXTS[:1]).status_code == 200, "inference stays open"
     index = client.get_model_repository_index(headers={GRPC_HEADER: key}, as_json=True)["models"]

@@ -170,7 +170,7 @@ def test_compose_restricts_tritons_model_control_to_the_controllers_key():
     services = compose("docker-compose.yml")["services"]
     command = " ".join(services["triton"]["entrypoint"])
     for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
-        assert f'"{flag}=model-repository:x-model-control-key=$$key"' in command, flag
+        assert f'"{flag}=model-repository,shared-memory,trace,logging:x-model-control-key=$$key"' in command, flag
     assert "cat /run/secrets/triton_control_key" in command
     controller = services["controller"]
     assert controller["environment"]["CONTROLLER_TRITON_CONTROL_KEY_FILE"] == "/run/secrets/triton_control_key"
