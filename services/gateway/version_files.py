@@ -21,7 +21,7 @@ from typing import Protocol
 import httpx
 
 from services.common import artifacts
-from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest, sha256_file
+from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest, sha256_file, verify_as_checked
 from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.lifecycle.state import VersionState
 
@@ -84,7 +84,8 @@ def version_files(
     if local and record.model_dir and all((Path(record.model_dir) / name).is_file() for name in FILES):
         return Path(record.model_dir)
     target = cache_dir / endpoint / record.version
-    if _complete(target):
+    recorded = record.lineage.get("artifacts")
+    if _complete(target, recorded):
         return target
     name = record.lineage.get("registry", {}).get("name") or registered_name or endpoint
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -98,30 +99,32 @@ def version_files(
                 )
             registry = MlflowFiles(tracking_uri)
         fetched = registry.fetch_files(name, record.version, staging, FILES)
-        _check(fetched, f"version {record.version} of '{name}' from the registry")
+        _check(fetched, f"version {record.version} of '{name}' from the registry", recorded)
         try:
             os.rename(fetched, target)
         except OSError:  # another worker got there first
-            if not _complete(target):
+            if not _complete(target, recorded):
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
-def _complete(directory: Path) -> bool:
+def _complete(directory: Path, recorded: dict[str, str] | None) -> bool:
     try:
-        _check(directory, str(directory))
+        _check(directory, str(directory), recorded)
     except (ConfigurationError, ValueError, OSError):
         return False
     return True
 
 
-def _check(directory: Path, what: str) -> None:
-    """Both files present and the tokenizer the one the manifest was sealed with."""
+def _check(directory: Path, what: str, recorded: dict[str, str] | None) -> None:
+    """Both files present, the tokenizer the one the manifest was sealed with, and both the bytes the controller
+    checked (`recorded`: the hashes in the version's lineage)."""
     manifest = Manifest.load(directory)
     if not (directory / TOKENIZER_FILE).is_file():
         raise ConfigurationError(f"{what} has no {TOKENIZER_FILE}")
     expected = manifest.files.get(TOKENIZER_FILE)
     if expected and sha256_file(directory / TOKENIZER_FILE) != expected:
         raise ConfigurationError(f"the tokenizer of {what} does not match its manifest's hash")
+    verify_as_checked(directory, recorded, what, names=(TOKENIZER_FILE,))

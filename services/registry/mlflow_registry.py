@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from services.common import artifacts
-from services.common.contract import MANIFEST_FILE, Manifest, sha256_file
+from services.common.contract import MANIFEST_FILE, Manifest, checked_hashes, sha256_file
 from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.common.private import private_dir, private_file
 from services.registry.lineage import DATASET_ARTIFACT_TAG, UiLinks, datasets, pipeline
@@ -235,5 +235,5 @@ class ModelRegistry:
             lineage["pipeline"] = pipeline(parent, steps, experiment, links)
         lineage["datasets"] = datasets(runs, links)
         if model_dir is not None and (model_dir / MANIFEST_FILE).is_file():
-            lineage["artifacts"] = Manifest.load(model_dir).files
+            lineage["artifacts"] = checked_hashes(model_dir)
         return lineage

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from services.common.contract import MANIFEST_FILE, WARMUP_TEXTS, Manifest
+from services.common.contract import MANIFEST_FILE, WARMUP_TEXTS, Manifest, verify_as_checked
 from services.common.errors import ConfigurationError, ServingError, Unavailable
 from services.lifecycle import placement
 from services.lifecycle.controller.deploy import check_output
@@ -95,7 +95,7 @@ class ReplicaAgent:
         registered = registered_names(endpoints)
         for model, change in plan(wanted, self.triton.placed_versions()).items():
             for version in change.add:
-                self.place(model, registered[model], version)
+                self.place(model, registered[model], version, recorded(endpoints, model, version))
             self.drop(model, change.drop)
         self.checked.clear()
         return sorted(model for model, versions in self.triton.placed_versions().items() if versions)
@@ -130,15 +130,16 @@ class ReplicaAgent:
         for model, change in plan(wanted, self.triton.placed_versions(), self.triton.ready_versions()).items():
             add = [v for v in change.add if v in loadable.get(model, [])]  # a draining version is not loaded again
             if add or change.drop:
-                self.apply(model, registered.get(model, model), Change(add, change.drop))
+                recorded_hashes = {v: recorded(endpoints, model, v) for v in add}
+                self.apply(model, registered.get(model, model), Change(add, change.drop), recorded_hashes)
 
-    def apply(self, model: str, registered: str, change: Change) -> None:
+    def apply(self, model: str, registered: str, change: Change, recorded_hashes: dict[str, dict | None]) -> None:
         added = []
         for version in change.add:
             if not (self.registry_watch.up or intact(self.version_dir(model, version))):
                 continue  # its files are to be fetched: it waits for the registry (said once, by the watch)
             try:
-                self.place(model, registered, version)
+                self.place(model, registered, version, recorded_hashes.get(version))
                 added.append(version)
             except Exception as exc:  # noqa: BLE001 - registry away or a broken upload: this version waits
                 self.fail(model, version, f"could not be fetched: {exc}")
@@ -206,12 +207,19 @@ class ReplicaAgent:
     def version_dir(self, model: str, version: str) -> Path:
         return self.models_dir / model / version / "model"
 
-    def place(self, model: str, registered: str, version: str) -> None:
-        """The version's files from the registry (kept from an earlier fetch when intact), into the repository."""
+    def place(self, model: str, registered: str, version: str, recorded: dict[str, str] | None) -> None:
+        """The version's files from the registry (kept from an earlier fetch when intact), into the repository: only
+        the bytes the controller checked (`recorded`: the hashes in the version's lineage)."""
         model_dir = self.version_dir(model, version)
+        what = f"version {version} of '{model}'"
         if not intact(model_dir):
             model_dir = self.registry.fetch(registered, version, model_dir.parent)
             Manifest.load(model_dir).verify_files(model_dir)
+        try:
+            verify_as_checked(model_dir, recorded, what)
+        except ConfigurationError:
+            shutil.rmtree(model_dir.parent, ignore_errors=True)  # changed in the registry after its check: not kept
+            raise
         self.triton.place(model, version, model_dir)
 
     def drop(self, model: str, versions: list[str]) -> None:
@@ -228,6 +236,12 @@ class ReplicaAgent:
         delay = min(self.max_backoff, 2.0**count)
         self.failed[(model, version)] = (count, self.clock() + delay)
         log.error("version %s of '%s' %s; trying again in %.0fs", version, model, reason, delay)
+
+
+def recorded(endpoints: dict[str, EndpointState], model: str, version: str) -> dict[str, str] | None:
+    """The hashes the controller recorded for `version` of endpoint `model` when it checked it (its lineage)."""
+    record = endpoints[model].versions.get(version) if model in endpoints else None
+    return record.lineage.get("artifacts") if record is not None else None
 
 
 def intact(model_dir: Path) -> bool:

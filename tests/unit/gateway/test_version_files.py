@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+from pathlib import Path
 
 import pytest
 
-from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE
+from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, checked_hashes, sha256_file
 from services.common.errors import ConfigurationError
 from services.gateway.version_files import version_files
 from services.lifecycle.state import VersionState
@@ -33,22 +35,28 @@ def registry(tmp_path) -> FilesFromDisk:
     return FilesFromDisk(unit_model_dir(tmp_path / "registered"))
 
 
-def record(model_dir: str | None, name: str = "tiny-emb") -> VersionState:
-    return VersionState(version="3", state="live", model_dir=model_dir, lineage={"registry": {"name": name}})
+def record(model_dir: str | None, checked: Path, name: str = "tiny-emb") -> VersionState:
+    """A live version as the controller recorded it, having checked the copy in `checked`."""
+    lineage = {"registry": {"name": name}, "artifacts": checked_hashes(checked)}
+    return VersionState(version="3", state="live", model_dir=model_dir, lineage=lineage)
 
 
 def test_a_model_dir_readable_here_is_used_as_it_is(registry, tmp_path):
-    found = version_files("emb", record(str(registry.model_dir)), tmp_path / "cache", registry=registry)
+    found = version_files(
+        "emb", record(str(registry.model_dir), registry.model_dir), tmp_path / "cache", registry=registry
+    )
     assert found == registry.model_dir and registry.fetches == []
 
 
 def test_a_gateway_told_to_read_only_its_own_files_fetches_even_a_readable_model_dir(registry, tmp_path):
-    found = version_files("emb", record(str(registry.model_dir)), tmp_path / "cache", registry=registry, local=False)
+    found = version_files(
+        "emb", record(str(registry.model_dir), registry.model_dir), tmp_path / "cache", registry=registry, local=False
+    )
     assert found == tmp_path / "cache" / "emb" / "3" and registry.fetches == [("tiny-emb", "3")]
 
 
 def test_another_hosts_model_dir_is_fetched_once_from_the_registry_of_the_lineage(registry, tmp_path):
-    elsewhere = record("/on/the/controllers/host/emb/3/model")
+    elsewhere = record("/on/the/controllers/host/emb/3/model", registry.model_dir)
     found = version_files("emb", elsewhere, tmp_path / "cache", registered_name="other", registry=registry)
     assert found == tmp_path / "cache" / "emb" / "3"
     assert sorted(p.name for p in found.iterdir()) == [MANIFEST_FILE, TOKENIZER_FILE]
@@ -58,7 +66,23 @@ def test_another_hosts_model_dir_is_fetched_once_from_the_registry_of_the_lineag
 
 
 def test_a_tokenizer_that_is_not_the_manifests_is_refused_and_not_cached(registry, tmp_path):
+    checked = record(None, registry.model_dir)
     (registry.model_dir / TOKENIZER_FILE).write_text('{"changed": true}')
     with pytest.raises(ConfigurationError, match="does not match its manifest's hash"):
-        version_files("emb", record(None), tmp_path / "cache", registry=registry)
+        version_files("emb", checked, tmp_path / "cache", registry=registry)
     assert not (tmp_path / "cache" / "emb" / "3").exists()
+
+
+def test_files_sealed_again_after_the_controllers_check_are_refused_and_not_cached(registry, tmp_path):
+    """A tokenizer replaced in the registry with its manifest sealed again passes the manifest's own check, but is
+    not the copy the controller checked (the hashes in the version's lineage)."""
+    checked = record(None, registry.model_dir)
+    (registry.model_dir / TOKENIZER_FILE).write_text('{"changed": true}')
+    manifest = json.loads((registry.model_dir / MANIFEST_FILE).read_text())
+    manifest["files"][TOKENIZER_FILE] = sha256_file(registry.model_dir / TOKENIZER_FILE)
+    (registry.model_dir / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(ConfigurationError, match="is not the one the controller checked"):
+        version_files("emb", checked, tmp_path / "cache", registry=registry)
+    assert not (tmp_path / "cache" / "emb" / "3").exists()
+    with pytest.raises(ConfigurationError, match="recorded no hashes"):
+        version_files("emb", VersionState(version="3", state="live"), tmp_path / "cache", registry=registry)

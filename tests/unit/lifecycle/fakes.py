@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from services.common.contract import checked_hashes
 from services.common.errors import Unavailable
 from services.lifecycle.controller.gateway_metrics import FleetMetrics
 from services.lifecycle.rollout import Snapshot, VersionCounters
@@ -57,7 +58,10 @@ class FakeRegistry:
         return target
 
     def lineage(self, name: str, version: str, model_dir: Path | None = None) -> dict:
-        return {"registry": {"name": name, "version": version}}
+        lineage: dict = {"registry": {"name": name, "version": version}}
+        if model_dir is not None:  # as the real registry records them
+            lineage["artifacts"] = checked_hashes(model_dir)
+        return lineage
 
     def tag(self, name: str, version: str, tags: dict[str, str]) -> None:
         self.tags(name, version).update(tags)

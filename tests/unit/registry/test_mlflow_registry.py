@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.contract import Manifest
+from services.common.contract import Manifest, checked_hashes
 from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.launcher import free_port
 from services.registry.mlflow_registry import ARTIFACT_PATH, DatasetRef, code_revision
@@ -135,7 +135,7 @@ def test_lineage_names_the_version_its_run_and_its_data_set(registry, published,
                 "url": f"{UI}/#/experiments/{experiment}/runs/{run_id}/artifacts/datasets/reviews.csv{VIEW}",
             }
         ],
-        "artifacts": Manifest.load(model_dir).files,
+        "artifacts": checked_hashes(model_dir),
     }
     assert len(lineage["datasets"][0]["digest"]) == 16
 

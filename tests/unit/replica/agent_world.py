@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from services.common.contract import checked_hashes
 from services.common.errors import ConfigurationError, Unavailable
 from services.lifecycle import transitions
 from services.lifecycle.state import DeploymentStore, VersionState
@@ -87,7 +88,8 @@ class Replica:
     def version(self, state: str, *, verified: bool = False, drain_started: float | None = None) -> str:
         """A new registry version, in the state as `state`."""
         version = self.registry.add("m", self.model_dir)
-        lineage = {"registry": {"name": "m", "version": version}} if verified or state != "loading" else {}
+        checked = {"registry": {"name": "m", "version": version}, "artifacts": checked_hashes(self.model_dir)}
+        lineage = checked if verified or state != "loading" else {}
         record = VersionState(version=version, state=state, lineage=lineage, drain_started=drain_started)
         self.store.update(lambda s: s.endpoints["emb"].versions.__setitem__(version, record))
         return version

@@ -5,6 +5,7 @@ and the real repository handling, with Triton's HTTP API played in memory (`agen
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import socket
@@ -12,7 +13,7 @@ import socket
 import numpy as np
 import pytest
 
-from services.common.contract import MODEL_FILE
+from services.common.contract import MANIFEST_FILE, MODEL_FILE, sha256_file
 from services.replica.plan import Change, plan
 from services.replica.settings import AgentSettings
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
@@ -252,3 +253,18 @@ def test_a_draining_version_a_restarted_triton_lost_is_not_fetched_and_loaded_ag
     assert replica.agent.prepare() == ["emb"] and replica.placed() == [new]
     replica.triton.load("emb")
     assert replica.tick() == {"emb": [new]} and replica.placed() == [new] and replica.fetches == 1
+
+
+def test_files_changed_in_the_registry_after_the_controllers_check_are_never_served(replica, caplog):
+    """The agent serves the bytes the controller checked (the hashes in the version's lineage), not whatever the
+    registry holds now: a model file replaced and its manifest sealed again after the check is refused."""
+    version = replica.version("live")
+    manifest = json.loads((replica.model_dir / MANIFEST_FILE).read_text())
+    (replica.model_dir / MODEL_FILE).write_bytes((replica.model_dir / MODEL_FILE).read_bytes() + b"\0")
+    manifest["files"][MODEL_FILE] = sha256_file(replica.model_dir / MODEL_FILE)
+    (replica.model_dir / MANIFEST_FILE).write_text(json.dumps(manifest))
+    caplog.set_level(logging.ERROR)
+    replica.tick()
+    assert version not in replica.placed() and not (replica.models_dir / "emb" / version).exists()
+    said = f"version {version} of 'emb': its {MANIFEST_FILE} is not the one the controller checked"
+    assert any(said in r.getMessage() for r in caplog.records), caplog.text
