@@ -76,6 +76,9 @@ class ControllerSettings(BaseSettings):
     placement: Literal["local", "agents"] = "local"
     """local: the controller places versions into its one Triton; agents: a `serving triton-agent` beside each Triton
     replica places them, and a version goes live once every replica holds it (`services.lifecycle.placement`)."""
+    forward_timeout: float = Field(120.0, gt=0)
+    """Seconds a fetched version's forward pass on the warm-up texts may take (in a child process); past it the
+    version is rejected."""
     replica_ttl: float = Field(10.0, gt=0)
     """agents: a replica that has not reported for this long no longer counts (gone, or restarting)."""
 

@@ -14,14 +14,16 @@ import logging
 import re
 import shutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from services.common.artifacts import ArtifactRefused
-from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, WARMUP_TEXTS, Manifest
+from services.common.contract import MANIFEST_FILE, WARMUP_TEXTS, Manifest
 from services.common.errors import ServingError, Unavailable
 from services.lifecycle import placement, transitions
+from services.lifecycle.controller.forward import isolated_forward
 from services.lifecycle.ports import Registry, TritonControl
 from services.lifecycle.settings import ControllerSettings
 from services.lifecycle.state import DeploymentStore, EndpointState
@@ -31,15 +33,6 @@ log = logging.getLogger("controller")
 
 Forward = Callable[[Path, Manifest], np.ndarray]
 """Runs the warm-up texts through a fetched version outside Triton; returns its first output."""
-
-
-def onnx_forward(model_dir: Path, manifest: Manifest) -> np.ndarray:
-    """The warm-up texts through the version's own tokenizer and ONNX file, with ONNX Runtime in this process."""
-    from services.common.onnx_runner import OnnxModel
-    from services.common.tokenization import TextTokenizer
-
-    tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length)
-    return OnnxModel(model_dir, manifest, threads=1).run(tokenizer.encode(WARMUP_TEXTS).tensors(manifest.input_names))
 
 
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/-])/[^\s'\"`:,;()\[\]]*")
@@ -80,10 +73,12 @@ class Deployer:
         registry: Registry,
         triton: TritonControl,
         clock: Callable[[], float],
-        forward: Forward = onnx_forward,
+        forward: Forward | None = None,
     ):
         self.settings, self.store, self.registry, self.triton = settings, store, registry, triton
-        self.clock, self.forward = clock, forward
+        self.clock = clock
+        self.forward = forward or partial(isolated_forward, timeout=settings.forward_timeout)
+        """The forward pass a version must pass here (`forward`: in a child process, within a time limit)."""
         self.waiting: dict[tuple[str, str], list[str]] = {}
         """CONTROLLER_PLACEMENT=agents: the replicas each checked version was last said to wait for."""
 

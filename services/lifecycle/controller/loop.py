@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from services.common.errors import ConfigurationError
-from services.lifecycle.controller.deploy import Deployer, Forward, onnx_forward
+from services.lifecycle.controller.deploy import Deployer, Forward
 from services.lifecycle.controller.gateway_metrics import gateway_metrics
 from services.lifecycle.controller.rollouts import Rollouts
 from services.lifecycle.controller.triton_sync import TritonSync
@@ -46,7 +46,7 @@ class Controller:
         *,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
-        forward: Forward = onnx_forward,
+        forward: Forward | None = None,
     ):
         """`clock`: the wall-clock time kept in the state (drain and step start); `monotonic`: the backoff's time;
         `forward`: the forward pass a version must pass before it is placed into Triton."""
