@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
 from services.launcher import free_port
 from tests.e2e.test_cli_forms import Lifecycle, run_documented_commands
@@ -25,8 +28,18 @@ def serving(*args: str, run_dir: Path, timeout: float = 240) -> subprocess.Compl
     )
 
 
-def test_up_status_down_of_the_default_gateway_stack(tmp_path, tiny_model):
-    run_dir = tmp_path / "run"
+@dataclass
+class Stack:
+    run_dir: Path
+    port: int
+    grpc: int
+    model_dir: Path
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, tiny_model) -> Iterator[Stack]:
+    """The default stack, started as a user starts it (`serving up --detach`), stopped at the end if still up."""
+    run_dir = tmp_path_factory.mktemp("cli") / "run"
     port, http, grpc, metrics = (free_port() for _ in range(4))
     up = serving(
         "up",
@@ -48,33 +61,57 @@ def test_up_status_down_of_the_default_gateway_stack(tmp_path, tiny_model):
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         assert "STACK=clearml is up" in up.stderr
-        status = json.loads(serving("status", "--json", run_dir=run_dir).stdout)
-        processes = {p["name"]: p for p in status["processes"]}
-        assert {name: p["state"] for name, p in processes.items()} == {
-            "triton": "running",
-            "gateway": "running",
-            "controller": "running",
-            "supervisor": "running",
-        }
-        assert all(p["ready"] for p in processes.values())
-        assert processes["gateway"]["ports"] == [port] and processes["gateway"]["uptime_seconds"] >= 0
-        assert status["model"]["name"] == "tiny-bert" and status["endpoints"] == ["tiny-bert"]
-        # the endpoint takes the model's name: this is not all-MiniLM-L6-v2, so it is not /serve/minilm
-        assert status["urls"]["serve"] == f"http://127.0.0.1:{port}/serve/tiny-bert"
-        response = httpx.post(status["urls"]["serve"], json={"text": "hello world"}, timeout=30)
-        assert response.status_code == 200 and response.json()["model"] == "tiny-bert"
-        table = serving("status", run_dir=run_dir).stdout
-        assert "gateway" in table and "running" in table and "/serve/tiny-bert" in table
-        lifecycle_walkthrough(run_dir, port)
-        assert_private(run_dir)
-        # the docs' `serving model|endpoints|metrics` commands, as typed, on this stack (tests/e2e/test_cli_forms.py)
-        stack = Lifecycle(run_dir, f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc}", tiny_model)
-        run_documented_commands(stack, tmp_path)
+        yield Stack(run_dir, port, grpc, tiny_model)
     finally:
-        down = serving("down", run_dir=run_dir)
+        if processes_mentioning(str(run_dir)):
+            serving("down", run_dir=run_dir)
+
+
+@pytest.fixture(scope="module")
+def trained(stack: Stack) -> Stack:
+    """The stack after the README's lifecycle example ran on it (version 1 of `sentiment` live)."""
+    lifecycle_walkthrough(stack.run_dir, stack.port)
+    return stack
+
+
+def test_status_shows_the_default_gateway_stack_up_and_serving(stack: Stack):
+    run_dir, port = stack.run_dir, stack.port
+    status = json.loads(serving("status", "--json", run_dir=run_dir).stdout)
+    processes = {p["name"]: p for p in status["processes"]}
+    assert {name: p["state"] for name, p in processes.items()} == {
+        "triton": "running",
+        "gateway": "running",
+        "controller": "running",
+        "supervisor": "running",
+    }
+    assert all(p["ready"] for p in processes.values())
+    assert processes["gateway"]["ports"] == [port] and processes["gateway"]["uptime_seconds"] >= 0
+    assert status["model"]["name"] == "tiny-bert" and status["endpoints"] == ["tiny-bert"]
+    # the endpoint takes the model's name: this is not all-MiniLM-L6-v2, so it is not /serve/minilm
+    assert status["urls"]["serve"] == f"http://127.0.0.1:{port}/serve/tiny-bert"
+    response = httpx.post(status["urls"]["serve"], json={"text": "hello world"}, timeout=30)
+    assert response.status_code == 200 and response.json()["model"] == "tiny-bert"
+    table = serving("status", run_dir=run_dir).stdout
+    assert "gateway" in table and "running" in table and "/serve/tiny-bert" in table
+
+
+def test_the_lifecycle_example_runs_and_leaves_the_run_directory_private(trained: Stack):
+    assert_private(trained.run_dir)
+
+
+def test_every_documented_lifecycle_command_runs_as_typed(trained: Stack, tmp_path):
+    """The docs' `serving model|endpoints|metrics` commands, as typed, on this stack (tests/e2e/test_cli_forms.py)."""
+    lifecycle = Lifecycle(
+        trained.run_dir, f"http://127.0.0.1:{trained.port}", f"127.0.0.1:{trained.grpc}", trained.model_dir
+    )
+    run_documented_commands(lifecycle, tmp_path)
+
+
+def test_down_stops_every_process_of_the_stack(stack: Stack):
+    down = serving("down", run_dir=stack.run_dir)
     assert down.returncode == 0 and "stopped" in down.stderr
-    assert "nothing is running" in serving("status", run_dir=run_dir).stdout
-    assert processes_mentioning(str(run_dir)) == [], "every process of the stack is gone"
+    assert "nothing is running" in serving("status", run_dir=stack.run_dir).stdout
+    assert processes_mentioning(str(stack.run_dir)) == [], "every process of the stack is gone"
 
 
 def lifecycle_walkthrough(run_dir: Path, port: int) -> None:
