@@ -27,6 +27,7 @@ from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.common.names import NAME_MAX_LENGTH, NAME_PATTERN, validated_name
 from services.lifecycle import transitions
 from services.lifecycle.admin_guard import admin_token, guarded_route
+from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable
 
@@ -65,19 +66,10 @@ class Canary(BaseModel):
         return self
 
 
-class RolloutRequest(BaseModel):
+class RolloutRequest(RolloutPolicy):
     version: str
-    steps: list[int] = Field(default_factory=lambda: [10, 50, 100], min_length=1)
-    dwell: float = Field(60, gt=0)
-    max_error_rate: float = Field(0.01, ge=0, le=1)
-    max_p99_ratio: float = Field(1.5, gt=0)
-    min_requests: int = Field(20, ge=1)
-
-    @model_validator(mode="after")
-    def _steps(self) -> RolloutRequest:
-        if any(not 0 < s <= 100 for s in self.steps) or self.steps != sorted(self.steps):
-            raise ValueError("steps are increasing percentages in (0, 100]")
-        return self
+    dry_run: bool = False
+    """Check the request and answer the rollout it would start, changing nothing."""
 
 
 def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], float]) -> dict:
@@ -173,7 +165,11 @@ def _admin_routes(store: GuardedStore | None, route: type[APIRoute]) -> APIRoute
 
     @admin.post("/endpoints/{endpoint}/rollout", summary="Move traffic to a version step by step, with rollback")
     def rollout(endpoint: Endpoint, body: RolloutRequest) -> dict:
-        started = store.update(lambda s: transitions.start_rollout(s, endpoint, **body.model_dump()))
+        policy = body.model_dump(exclude={"version", "dry_run"})
+        if body.dry_run:
+            planned = transitions.start_rollout(store.read(), endpoint, body.version, **policy)
+            return {"endpoint": endpoint, "rollout": planned.model_dump(), "dry_run": True}
+        started = store.update(lambda s: transitions.start_rollout(s, endpoint, body.version, **policy))
         return {"endpoint": endpoint, "rollout": started.model_dump()}
 
     @admin.delete("/endpoints/{endpoint}/versions/{version}", summary="Drain and unload a version")

@@ -8,6 +8,9 @@ from __future__ import annotations
 import typer
 
 from services.lifecycle.commands_common import TOKEN, URL, AdminApi, endpoint_path, fail, print_json
+from services.lifecycle.commands_list import measured_rates
+from services.lifecycle.deployments import RolloutPolicy
+from services.lifecycle.rollout_plan import plan
 
 
 def auto_update(
@@ -40,21 +43,45 @@ def canary(
     print_json(AdminApi.for_command(url, token).call("PUT", endpoint_path(endpoint, "canary"), body))
 
 
+def _default(field: str):
+    """The policy's one default of `field` (`RolloutPolicy`), shown in the option's help."""
+    return RolloutPolicy.model_fields[field].get_default(call_default_factory=True)
+
+
 def rollout(
     endpoint: str = typer.Argument(...),
     version: str = typer.Option(..., "--version"),
-    steps: str = typer.Option("10,50,100", help="Traffic percentages for the new version, step by step."),
-    dwell: float = typer.Option(60, help="Seconds at each step before it is judged."),
-    max_error_rate: float = typer.Option(0.01, help="Roll back when the new version's 5xx rate is above this."),
-    max_p99_ratio: float = typer.Option(1.5, help="Roll back when its p99 is above this times the stable one's."),
-    min_requests: int = typer.Option(20, help="Requests a version must answer in a step before it is judged."),
+    steps: str = typer.Option(
+        ",".join(map(str, _default("steps"))), help="Traffic percentages for the new version, step by step."
+    ),
+    dwell: float = typer.Option(_default("dwell"), help="Seconds each step lasts at least before it is judged."),
+    max_error_rate: float = typer.Option(
+        _default("max_error_rate"), help="Roll back when the new version's 5xx rate is significantly above this."
+    ),
+    max_p99_ratio: float = typer.Option(
+        _default("max_p99_ratio"), help="Roll back when its p99 is significantly above this times the stable one's."
+    ),
+    min_requests: int = typer.Option(
+        _default("min_requests"), help="Requests each version must answer in a step before the step passes."
+    ),
+    max_wait: float = typer.Option(
+        _default("max_wait"), help="Seconds a step may wait past its dwell for them; then it rolls back, unjudged."
+    ),
+    significance: float = typer.Option(
+        _default("significance"), help="A breach rolls back when its one-sided test's p-value is below this."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print what would be judged, at today's traffic; start nothing."
+    ),
     url: str = URL,
     token: str = TOKEN,
 ) -> None:
     """Move ENDPOINT's traffic to VERSION step by step; a breach rolls back at once.
 
-    When the endpoint follows a registered model (auto-update), the registry version is tagged with the outcome and,
-    on success, given the `champion` alias."""
+    Each step is judged once both versions answered --min-requests (docs/lifecycle.md, "Canary and progressive
+    rollout"); `serving model list ENDPOINT` says where the rollout stands and what a step waits for. When the
+    endpoint follows a registered model (auto-update), the registry version is tagged with the outcome and, on
+    success, given the `champion` alias."""
     try:
         percentages = [int(step) for step in steps.split(",")]
     except ValueError:
@@ -66,8 +93,17 @@ def rollout(
         "max_error_rate": max_error_rate,
         "max_p99_ratio": max_p99_ratio,
         "min_requests": min_requests,
+        "max_wait": max_wait,
+        "significance": significance,
+        "dry_run": dry_run,
     }
-    print_json(AdminApi.for_command(url, token).call("POST", endpoint_path(endpoint, "rollout"), body))
+    api = AdminApi.for_command(url, token)
+    answer = api.call("POST", endpoint_path(endpoint, "rollout"), body)
+    if not dry_run:
+        print_json(answer)
+        return
+    rate = sum(v["requests_per_second"] for e in measured_rates(api, endpoint) for v in e["versions"])
+    print("\n".join(plan(answer["rollout"], rate)))
 
 
 def remove(

@@ -212,9 +212,11 @@ def _run(command: DocCommand, argv: list[str], cwd: Path, env: dict) -> subproce
 
 
 def _check(command: DocCommand, result: subprocess.CompletedProcess) -> None:
-    """Exit code 0; a `serving model` command's JSON is read, and a canary split is the one asked for."""
+    """Exit code 0; a `serving model` command's JSON is read (a listing's or a dry run's text is not), and a canary
+    split is the one asked for."""
     assert result.returncode == 0, f"{command.where}: `{command}` failed:\n{result.stdout}\n{result.stderr}"
-    if command.group == "model" and (command.name != "list" or "--json" in command.words):
+    text = command.name == "list" and "--json" not in command.words or "--dry-run" in command.words
+    if command.group == "model" and not text:
         answer = json.loads(result.stdout)
         if command.name == "canary":
             versions = _values(command.words, "--versions") or SENTIMENT_VERSIONS

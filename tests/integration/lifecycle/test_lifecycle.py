@@ -130,7 +130,7 @@ def test_a_version_with_another_tensor_contract_is_rejected(stack, checkpoints):
 def test_a_killed_controller_leaves_traffic_consistent_and_a_restarted_one_carries_on(stack, checkpoints):
     assert stack.registry.register(checkpoints["c"], "tiny-emb")["version"] == "5"
     stack.wait_for("version 5 live", lambda: stack.versions().get("5", {}).get("state") == "live", timeout=90)
-    thread, results = attack_in_background(stack, seconds=20, rate=40)
+    thread, results = attack_in_background(stack, seconds=40, rate=40)  # outlasts a slow restart: steps need traffic
     stack.admin(
         "POST",
         "/endpoints/emb/rollout",

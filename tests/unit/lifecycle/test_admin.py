@@ -96,6 +96,16 @@ def test_changes_are_written_to_the_state_and_answered(store, client):
     assert [(v["version"], v["state"]) for v in listed[0]["versions"]] == [("2", "live"), ("1", "draining")]
 
 
+def test_a_dry_run_rollout_answers_the_rollout_and_changes_nothing(store, client):
+    before = store.read()
+    answer = client.post("/admin/endpoints/emb/rollout", json={"version": "1", "dry_run": True}, headers=AUTH)
+    assert answer.json()["dry_run"] is True and answer.json()["rollout"]["stable"] == "2"
+    assert answer.json()["rollout"]["min_requests"] == 200
+    assert store.read() == before
+    refused = client.post("/admin/endpoints/emb/rollout", json={"version": "7", "dry_run": True}, headers=AUTH)
+    assert refused.status_code == 409 and store.read() == before
+
+
 @pytest.mark.parametrize(
     "method, path, body, status, says",
     [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.common.errors import Conflict, InvalidInput, NotFound
-from services.lifecycle import transitions
+from services.lifecycle import transitions, transitions_rollout
 from services.lifecycle.state import Deployments, EndpointState, VersionState
 from services.triton.repository import MODELS
 from tests.unit.lifecycle.states import POLICY, deployments, rolling
@@ -53,22 +53,28 @@ REFUSALS = [
         id="remove an unknown version",
     ),
     pytest.param(
-        lambda s: transitions.start_rollout_step(s, "emb", 1, {}, 0.0),
+        lambda s: transitions_rollout.start_rollout_step(s, "emb", 1, {}, 0.0),
         Conflict,
         "no running rollout",
         id="step without a rollout",
     ),
     pytest.param(
-        lambda s: transitions.promote(s, "emb", {}), Conflict, "no running rollout", id="promote without a rollout"
+        lambda s: transitions_rollout.promote(s, "emb", {}),
+        Conflict,
+        "no running rollout",
+        id="promote without a rollout",
     ),
     pytest.param(
-        lambda s: transitions.roll_back(s, "emb", "r", {}, 0.0),
+        lambda s: transitions_rollout.roll_back(s, "emb", "r", {}, 0.0),
         Conflict,
         "no running rollout",
         id="roll back without a rollout",
     ),
     pytest.param(
-        lambda s: transitions.abandon_rollout(s, "emb"), Conflict, "no running rollout", id="abandon without a rollout"
+        lambda s: transitions_rollout.abandon_rollout(s, "emb"),
+        Conflict,
+        "no running rollout",
+        id="abandon without a rollout",
     ),
 ]
 
@@ -113,7 +119,7 @@ def test_a_finished_rollout_takes_no_more_steps():
     state = rolling()
     state.endpoints["emb"].rollout.status = "promoted"
     with pytest.raises(Conflict, match="no running rollout"):
-        transitions.start_rollout_step(state, "emb", 1, {}, 0.0)
+        transitions_rollout.start_rollout_step(state, "emb", 1, {}, 0.0)
 
 
 # --- the admin API's transitions ------------------------------------------------------------------------------------
