@@ -29,6 +29,7 @@ from services.lifecycle import transitions
 from services.lifecycle.admin_guard import admin_token, guarded_route
 from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.routing import effective_weights
+from services.lifecycle.shares import hand_back, share_reasons
 from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class RolloutRequest(RolloutPolicy):
 
 
 def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], float]) -> dict:
-    shares = effective_weights(endpoint)
+    shares, reasons = effective_weights(endpoint), share_reasons(name, endpoint)
     versions = []
     for version, item in sorted(endpoint.versions.items(), key=lambda kv: -int(kv[0])):
         versions.append(
@@ -81,6 +82,7 @@ def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], f
                 "version": version,
                 "state": item.state,
                 "traffic_share": round(shares.get(version, 0.0), 4),
+                "share_reason": reasons[version],
                 "requests_total": counts.get((name, version), 0.0),
                 "deployed_at": item.deployed_at,
                 "reason": item.reason,
@@ -94,6 +96,7 @@ def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], f
         "max_versions": endpoint.max_versions,
         "versions": versions,
         "rollout": rollout,
+        "hand_back": hand_back(name, endpoint),
     }
 
 
@@ -171,6 +174,13 @@ def _admin_routes(store: GuardedStore | None, route: type[APIRoute]) -> APIRoute
             return {"endpoint": endpoint, "rollout": planned.model_dump(), "dry_run": True}
         started = store.update(lambda s: transitions.start_rollout(s, endpoint, body.version, **policy))
         return {"endpoint": endpoint, "rollout": started.model_dump()}
+
+    @admin.post(
+        "/endpoints/{endpoint}/versions/{version}/redeploy", summary="Deploy a rejected or removed version again"
+    )
+    def redeploy(endpoint: Endpoint, version: Version) -> dict:
+        store.update(lambda s: transitions.redeploy(s, endpoint, version))
+        return {"endpoint": endpoint, "version": version, "state": "loading"}
 
     @admin.delete("/endpoints/{endpoint}/versions/{version}", summary="Drain and unload a version")
     def remove(endpoint: Endpoint, version: Version) -> dict:

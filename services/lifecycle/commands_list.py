@@ -23,7 +23,7 @@ def list_models(
     url: str = URL,
     token: str = TOKEN,
 ) -> None:
-    """Deployed endpoints: versions, state, traffic share, live request rate, where each version came from."""
+    """Deployed endpoints: versions, state, traffic share and why, live request rate, where each version came from."""
     endpoints = measured_rates(AdminApi.for_command(url, token), endpoint)
     if as_json:
         print_json(endpoints)
@@ -36,6 +36,8 @@ def list_models(
     for item in endpoints:
         if item.get("rollout"):
             console.print(f"{item['endpoint']}: {status(item['rollout'])}")
+        if item.get("hand_back"):
+            console.print(f"{item['endpoint']}: `{item['hand_back']}` hands traffic back to the newest live version")
 
 
 def measured_rates(api: AdminApi, only: str | None = None) -> list[dict]:
@@ -59,7 +61,9 @@ def with_rates(first: list[dict], second: list[dict], only: str | None = None) -
 
 
 def table(endpoints: list[dict]) -> Table:
-    rows = listing("endpoint", "version", "state", "traffic", "req/s", "registry", "run", "reason", prose=("reason",))
+    rows = listing(
+        "endpoint", "version", "state", "traffic", "req/s", "why", "registry", "run", "reason", prose=("why", "reason")
+    )
     for item in endpoints:
         for v in item["versions"]:
             registry = v.get("registry", {})
@@ -69,6 +73,7 @@ def table(endpoints: list[dict]) -> Table:
                 v["state"],
                 f"{v['traffic_share']:.0%}",
                 f"{v['requests_per_second']:g}",
+                v.get("share_reason", ""),
                 f"{registry.get('name', '')} v{registry.get('version', '')}",
                 v.get("run", {}).get("id", "")[:12],
                 v.get("reason") or "",

@@ -1,4 +1,4 @@
-"""`serving model auto-update|canary|rollout|remove`: change a deployed endpoint through the gateway's admin API.
+"""`serving model auto-update|canary|rollout|redeploy|remove`: change a deployed endpoint through the admin API.
 
 The commands only ask; the controller (`serving controller`) and the gateway's workers act on the deployment state
 the admin API writes."""
@@ -116,3 +116,16 @@ def remove(
 
     The drain period (CONTROLLER_DRAIN_SECONDS) is meant to outlast the requests already in flight."""
     print_json(AdminApi.for_command(url, token).call("DELETE", endpoint_path(endpoint, "versions", version)))
+
+
+def redeploy(
+    endpoint: str = typer.Argument(...),
+    version: str = typer.Option(..., "--version"),
+    url: str = URL,
+    token: str = TOKEN,
+) -> None:
+    """Deploy again a VERSION that was rejected (by a deployment check or a rollout) or removed.
+
+    The controller fetches, checks and loads it as a new version; once live it gets traffic by the endpoint's policy
+    (`serving model list` says why each version gets its share)."""
+    print_json(AdminApi.for_command(url, token).call("POST", endpoint_path(endpoint, "versions", version, "redeploy")))

@@ -58,7 +58,7 @@ def canary(state: Deployments, name: str, weights: list[float], versions: list[s
     if versions is not None:
         for version in versions:
             if version not in item.versions or item.versions[version].state != "live":
-                raise Conflict(f"version {version} of '{name}' is not live; live: {item.live()}")
+                raise Conflict(not_live(item, name, version))
         item.weights, item.newest_weights = dict(zip(versions, weights, strict=True)), []
     else:
         item.weights, item.newest_weights = {}, list(weights)
@@ -74,14 +74,51 @@ def start_rollout(state: Deployments, name: str, version: str, **policy: Any) ->
     item = endpoint(state, name)
     target = item.versions.get(version)
     if target is None or target.state not in ("live", "loading"):
-        raise Conflict(f"version {version} of '{name}' is not deployed; live: {item.live()}")
+        raise Conflict(not_live(item, name, version))
     shares = effective_weights(item)
     stable = max((v for v in shares if v != version), key=lambda v: shares[v], default=None)
     if stable is None:
-        raise Conflict(f"'{name}' has no other live version to compare version {version} with")
+        raise Conflict(
+            f"'{name}' has no other version taking traffic to compare version {version} with (live: {item.live()}); "
+            f"a rollout needs the version it replaces still serving: `serving model redeploy {name} --version N` "
+            "brings a rejected or removed one back"
+        )
     item.rollout = Rollout(version=version, stable=stable, **policy)
     item.weights, item.newest_weights = {}, []
     return item.rollout
+
+
+def redeploy(state: Deployments, name: str, version: str) -> None:
+    """Deploy again a version that was rejected (by a check or a rollout) or removed: it is `loading` again, and the
+    controller fetches, checks and loads it as a new one; auto-update no longer skips it."""
+    item = endpoint(state, name)
+    record = item.versions.get(version)
+    if record is None and version not in item.removed:
+        known = sorted({*item.versions, *item.removed}, key=int)
+        raise NotFound(
+            f"'{name}' never had version {version} (it had {known or 'none'}); the controller deploys new registry "
+            f"versions itself (`serving model auto-update {name} --name MODEL`)"
+        )
+    if record is not None and record.state in ("live", "loading"):
+        raise Conflict(f"version {version} of '{name}' is {record.state} already: nothing to deploy again")
+    item.versions[version] = VersionState(version=version)
+    if version in item.removed:
+        item.removed.remove(version)
+
+
+def not_live(item: EndpointState, name: str, version: str) -> str:
+    """Why `version` cannot take traffic, and what to do about it."""
+    record = item.versions.get(version)
+    live = f"live: {item.live() or 'none'}"
+    if record is None and version not in item.removed:
+        return f"'{name}' has no version {version} ({live}); `serving model list {name}` shows its versions"
+    if record is None or record.state in (REJECTED, "draining"):
+        why = "removed" if record is None or record.state == "draining" else f"rejected ({record.reason})"
+        return (
+            f"version {version} of '{name}' is {why}, not live ({live}); deploy it again first: "
+            f"`serving model redeploy {name} --version {version}`"
+        )
+    return f"version {version} of '{name}' is still loading ({live}); try again once it is live"
 
 
 def remove(state: Deployments, name: str, version: str, now: float) -> None:

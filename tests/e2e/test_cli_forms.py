@@ -38,7 +38,7 @@ INLINE = re.compile(r"`(?:\.venv/bin/)?serving ((?:model|endpoints|metrics) [\w-
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z_]*$")
 OPTIONAL = re.compile(r"^\[?(--[\w-]+|[A-Z][A-Z_]*)\]?$")
 HEREDOC_FILE = re.compile(r"^cat > (?P<file>[\w./-]+) <<")
-ADMIN = {"auto-update", "canary", "rollout", "list", "remove"}
+ADMIN = {"auto-update", "canary", "rollout", "list", "remove", "redeploy"}
 """The `serving model` commands that call the gateway's admin API (they get `--url`)."""
 SENTIMENT_VERSIONS = ["2", "1"]
 """The endpoint's live versions, newest first, when the lifecycle commands run."""

@@ -68,7 +68,7 @@ def endpoints(routes: list) -> list:
 
 def test_every_route_is_a_plain_function_run_off_the_event_loop(store):
     found = endpoints(admin_router(admin_settings(), store).routes)
-    assert len(found) == 6 and not any(inspect.iscoroutinefunction(f) for f in found)
+    assert len(found) == 7 and not any(inspect.iscoroutinefunction(f) for f in found)
 
 
 def test_the_admin_routes_need_the_token_and_are_off_without_one(store, client):
@@ -96,6 +96,19 @@ def test_changes_are_written_to_the_state_and_answered(store, client):
     assert [(v["version"], v["state"]) for v in listed[0]["versions"]] == [("2", "live"), ("1", "draining")]
 
 
+def test_a_rejected_version_is_deployed_again_and_listed_with_why(store, client):
+    store.update(lambda s: transitions.reject(s, "emb", "2", "rolled back"))
+    answer = client.post("/admin/endpoints/emb/versions/2/redeploy", headers=AUTH)
+    assert answer.json() == {"endpoint": "emb", "version": "2", "state": "loading"}
+    versions = client.get("/admin/endpoints", headers=AUTH).json()["endpoints"][0]["versions"]
+    assert [(v["version"], v["state"], v["share_reason"]) for v in versions] == [
+        ("2", "loading", "loading: no traffic until its checks pass"),
+        ("1", "live", "newest live version: takes all"),
+    ]
+    again = client.post("/admin/endpoints/emb/versions/1/redeploy", headers=AUTH)
+    assert again.status_code == 409 and "live already" in again.json()["error"]["message"]
+
+
 def test_a_dry_run_rollout_answers_the_rollout_and_changes_nothing(store, client):
     before = store.read()
     answer = client.post("/admin/endpoints/emb/rollout", json={"version": "1", "dry_run": True}, headers=AUTH)
@@ -116,7 +129,7 @@ def test_a_dry_run_rollout_answers_the_rollout_and_changes_nothing(store, client
             "/admin/endpoints/emb/canary",
             {"versions": ["7"], "weights": [1]},
             409,
-            "version 7 of 'emb' is not live",
+            "'emb' has no version 7",
         ),
         ("put", "/admin/endpoints/emb/canary", {"versions": ["1"], "weights": [1, 2]}, 422, "2 weights for 1 versions"),
         ("post", "/admin/endpoints/emb/rollout", {"version": "2", "steps": [50, 10]}, 422, "increasing percentages"),

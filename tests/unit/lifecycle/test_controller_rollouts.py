@@ -181,3 +181,17 @@ def test_a_step_short_of_requests_past_max_wait_rolls_back_unjudged(world):
     start_docs_example(world)
     endpoint = run_traffic(world, rate=1, seconds=700, seed=5, tick=10)
     assert endpoint.rollout.status == "rolled_back" and "not judged: after 660 s" in endpoint.rollout.outcome
+
+
+def test_a_version_rolled_back_and_deployed_again_is_live_again_at_the_share_the_pin_leaves(world):
+    start_rollout(world)
+    world.tick()
+    world.metrics.serve("2", 30, errors=10)
+    world.metrics.serve("1", 30)
+    world.tick(10.0)
+    world.tick(3.0)
+    assert world.states() == {"1": "live", "2": "rejected"} and world.serving() == {"1"}
+    world.store.update(lambda s: transitions.redeploy(s, "emb", "2"))
+    endpoint = world.tick()
+    assert world.states() == {"1": "live", "2": "live"} and world.serving() == {"1", "2"}
+    assert effective_weights(endpoint) == {"1": 1.0}, "the rollback's pin holds until traffic is handed back"
