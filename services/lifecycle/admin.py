@@ -29,7 +29,7 @@ from services.lifecycle import transitions
 from services.lifecycle.admin_guard import admin_token, guarded_route
 from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.routing import effective_weights
-from services.lifecycle.shares import hand_back, share_reasons
+from services.lifecycle.shares import arrivals, hand_back, share_reasons
 from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,8 @@ Version = Annotated[str, PathParameter(pattern=r"^[0-9]{1,18}$", description="A 
 class AutoUpdate(BaseModel):
     name: str = Field(min_length=1, description="MLflow registered model name")
     max_versions: int = Field(2, ge=1)
+    rollout: RolloutPolicy | None = None
+    """Roll each new version out under this policy while another serves; none: it takes all traffic once live."""
 
 
 class Canary(BaseModel):
@@ -97,6 +99,8 @@ def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], f
         "versions": versions,
         "rollout": rollout,
         "hand_back": hand_back(name, endpoint),
+        "rollout_policy": endpoint.rollout_policy.model_dump() if endpoint.rollout_policy else None,
+        "new_versions": arrivals(endpoint.rollout_policy) if endpoint.registered_name else None,
     }
 
 
@@ -158,8 +162,11 @@ def _admin_routes(store: GuardedStore | None, route: type[APIRoute]) -> APIRoute
 
     @admin.put("/endpoints/{endpoint}/auto-update", summary="Deploy every new version of a registered model")
     def auto_update(endpoint: Endpoint, body: AutoUpdate) -> dict:
-        store.update(lambda s: transitions.set_auto_update(s, endpoint, body.name, body.max_versions))
-        return {"endpoint": endpoint, "registered_name": body.name, "max_versions": body.max_versions}
+        store.update(lambda s: transitions.set_auto_update(s, endpoint, body.name, body.max_versions, body.rollout))
+        return {"endpoint": endpoint, "registered_name": body.name, "max_versions": body.max_versions} | {
+            "rollout": body.rollout.model_dump() if body.rollout else None,
+            "new_versions": arrivals(body.rollout),
+        }
 
     @admin.put("/endpoints/{endpoint}/canary", summary="Split traffic by weight over versions")
     def canary(endpoint: Endpoint, body: Canary) -> dict:

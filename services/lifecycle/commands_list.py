@@ -36,6 +36,8 @@ def list_models(
     for item in endpoints:
         if item.get("rollout"):
             console.print(f"{item['endpoint']}: {status(item['rollout'])}")
+        if item.get("new_versions"):
+            console.print(f"{item['endpoint']}: new versions of '{item['registered_name']}' {item['new_versions']}")
         if item.get("hand_back"):
             console.print(f"{item['endpoint']}: `{item['hand_back']}` hands traffic back to the newest live version")
 

@@ -9,7 +9,7 @@ import typer
 
 from services.lifecycle.commands_common import TOKEN, URL, AdminApi, endpoint_path, fail, print_json
 from services.lifecycle.commands_list import measured_rates
-from services.lifecycle.deployments import RolloutPolicy
+from services.lifecycle.commands_policy import option, policy_body
 from services.lifecycle.rollout_plan import plan
 
 
@@ -17,11 +17,34 @@ def auto_update(
     endpoint: str = typer.Argument(..., help="Endpoint: served at /serve/ENDPOINT."),
     name: str = typer.Option(..., "--name", help="Registered model whose new versions are deployed."),
     max_versions: int = typer.Option(2, min=1, help="Live versions kept; older ones are drained and unloaded."),
+    with_rollout: bool = typer.Option(
+        False, "--rollout", help="Roll each new version out while another serves (the options below, or defaults)."
+    ),
+    steps: str = option("steps", unset=True),
+    dwell: float = option("dwell", unset=True),
+    max_error_rate: float = option("max_error_rate", unset=True),
+    max_p99_ratio: float = option("max_p99_ratio", unset=True),
+    min_requests: int = option("min_requests", unset=True),
+    max_wait: float = option("max_wait", unset=True),
+    significance: float = option("significance", unset=True),
     url: str = URL,
     token: str = TOKEN,
 ) -> None:
-    """Deploy every new registry version of a model to ENDPOINT (the controller loads, checks, then serves it)."""
-    body = {"name": name, "max_versions": max_versions}
+    """Deploy every new registry version of a model to ENDPOINT (the controller loads, checks, then serves it).
+
+    Without a rollout policy a new version takes all traffic once live; with one (--rollout, or any of its options)
+    each new version is rolled out against the version serving, as `serving model rollout` does. The command sets
+    the whole configuration: run again without them, new versions take all traffic again."""
+    policy = policy_body(
+        steps=steps,
+        dwell=dwell,
+        max_error_rate=max_error_rate,
+        max_p99_ratio=max_p99_ratio,
+        min_requests=min_requests,
+        max_wait=max_wait,
+        significance=significance,
+    )
+    body = {"name": name, "max_versions": max_versions, "rollout": policy if with_rollout or policy else None}
     print_json(AdminApi.for_command(url, token).call("PUT", endpoint_path(endpoint, "auto-update"), body))
 
 
@@ -43,33 +66,16 @@ def canary(
     print_json(AdminApi.for_command(url, token).call("PUT", endpoint_path(endpoint, "canary"), body))
 
 
-def _default(field: str):
-    """The policy's one default of `field` (`RolloutPolicy`), shown in the option's help."""
-    return RolloutPolicy.model_fields[field].get_default(call_default_factory=True)
-
-
 def rollout(
     endpoint: str = typer.Argument(...),
     version: str = typer.Option(..., "--version"),
-    steps: str = typer.Option(
-        ",".join(map(str, _default("steps"))), help="Traffic percentages for the new version, step by step."
-    ),
-    dwell: float = typer.Option(_default("dwell"), help="Seconds each step lasts at least before it is judged."),
-    max_error_rate: float = typer.Option(
-        _default("max_error_rate"), help="Roll back when the new version's 5xx rate is significantly above this."
-    ),
-    max_p99_ratio: float = typer.Option(
-        _default("max_p99_ratio"), help="Roll back when its p99 is significantly above this times the stable one's."
-    ),
-    min_requests: int = typer.Option(
-        _default("min_requests"), help="Requests each version must answer in a step before the step passes."
-    ),
-    max_wait: float = typer.Option(
-        _default("max_wait"), help="Seconds a step may wait past its dwell for them; then it rolls back, unjudged."
-    ),
-    significance: float = typer.Option(
-        _default("significance"), help="A breach rolls back when its one-sided test's p-value is below this."
-    ),
+    steps: str = option("steps"),
+    dwell: float = option("dwell"),
+    max_error_rate: float = option("max_error_rate"),
+    max_p99_ratio: float = option("max_p99_ratio"),
+    min_requests: int = option("min_requests"),
+    max_wait: float = option("max_wait"),
+    significance: float = option("significance"),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print what would be judged, at today's traffic; start nothing."
     ),
@@ -82,23 +88,17 @@ def rollout(
     rollout"); `serving model list ENDPOINT` says where the rollout stands and what a step waits for. When the
     endpoint follows a registered model (auto-update), the registry version is tagged with the outcome and, on
     success, given the `champion` alias."""
-    try:
-        percentages = [int(step) for step in steps.split(",")]
-    except ValueError:
-        fail(f"--steps takes comma-separated percentages such as 10,50,100, not '{steps}'")
-    body = {
-        "version": version,
-        "steps": percentages,
-        "dwell": dwell,
-        "max_error_rate": max_error_rate,
-        "max_p99_ratio": max_p99_ratio,
-        "min_requests": min_requests,
-        "max_wait": max_wait,
-        "significance": significance,
-        "dry_run": dry_run,
-    }
+    policy = policy_body(
+        steps=steps,
+        dwell=dwell,
+        max_error_rate=max_error_rate,
+        max_p99_ratio=max_p99_ratio,
+        min_requests=min_requests,
+        max_wait=max_wait,
+        significance=significance,
+    )
     api = AdminApi.for_command(url, token)
-    answer = api.call("POST", endpoint_path(endpoint, "rollout"), body)
+    answer = api.call("POST", endpoint_path(endpoint, "rollout"), {"version": version, **policy, "dry_run": dry_run})
     if not dry_run:
         print_json(answer)
         return

@@ -84,6 +84,9 @@ class EndpointState(BaseModel):
     newest_weights: list[float] = Field(default_factory=list)
     """Canary split over the newest live versions (`--newest N`), newest first."""
     rollout: Rollout | None = None
+    rollout_policy: RolloutPolicy | None = None
+    """auto-update's policy: each version that goes live newer than every version serving is rolled out under it;
+    None: it takes all traffic once live (the newest live version does)."""
     removed: list[str] = Field(default_factory=list)
     """Versions taken out with `serving model remove`: auto-update never deploys them again (a newer registry version
     still comes in)."""

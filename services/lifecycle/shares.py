@@ -4,6 +4,7 @@ command that hands traffic back to the newest live version."""
 
 from __future__ import annotations
 
+from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.state import EndpointState
 
 
@@ -13,6 +14,17 @@ def hand_back(name: str, endpoint: EndpointState) -> str | None:
     if not endpoint.weights or (endpoint.rollout and endpoint.rollout.status == "running"):
         return None
     return f"serving model canary {name} --newest 1 --weights 1"
+
+
+def arrivals(policy: RolloutPolicy | None) -> str:
+    """What a new registry version gets once live, under auto-update's `policy` (None: no policy)."""
+    if policy is None:
+        return "take all traffic once live (no rollout policy: `serving model auto-update --rollout` sets one)"
+    steps = ",".join(map(str, policy.steps))
+    return (
+        f"rolled out while another version serves: steps {steps}%, dwell {policy.dwell:g} s, max error rate "
+        f"{policy.max_error_rate:g}, max p99 ratio {policy.max_p99_ratio:g}, {policy.min_requests} requests a step"
+    )
 
 
 def share_reasons(name: str, endpoint: EndpointState) -> dict[str, str]:

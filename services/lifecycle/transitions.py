@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from services.common.contract import Manifest
 from services.common.errors import Conflict, InvalidInput, NotFound
 from services.common.names import check_name
+from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.state import Deployments, EndpointState, Rollout, VersionState
 from services.triton.repository import MODELS
@@ -39,8 +40,11 @@ def endpoint(state: Deployments, name: str) -> EndpointState:
 
 
 # --- what the admin API asks for ----------------------------------------------------------------------------------
-def set_auto_update(state: Deployments, name: str, registered_name: str, max_versions: int) -> None:
-    """Deploy every new version of `registered_name` to endpoint `name` (created if new), keeping `max_versions`.
+def set_auto_update(
+    state: Deployments, name: str, registered_name: str, max_versions: int, rollout_policy: RolloutPolicy | None = None
+) -> None:
+    """Deploy every new version of `registered_name` to endpoint `name` (created if new), keeping `max_versions`,
+    each rolled out under `rollout_policy` when another version serves (None: it takes all traffic once live).
     The only rule that creates an endpoint, so the one that checks its name (it becomes a Triton model directory)."""
     check_name(name)
     if name in MODELS:
@@ -48,7 +52,7 @@ def set_auto_update(state: Deployments, name: str, registered_name: str, max_ver
     item = state.endpoints.setdefault(name, EndpointState())
     if item.registered_name != registered_name:
         item.removed = []  # removals were of the other model's versions
-    item.registered_name, item.max_versions = registered_name, max_versions
+    item.registered_name, item.max_versions, item.rollout_policy = registered_name, max_versions, rollout_policy
 
 
 def canary(state: Deployments, name: str, weights: list[float], versions: list[str] | None = None) -> dict[str, float]:
@@ -166,11 +170,25 @@ def mark_live(
     record = item.versions.get(version)
     if record is None or record.state != "loading" or version in item.removed:
         return False
+    serving = effective_weights(item)
     record.state, record.model_dir, record.deployed_at = "live", model_dir, _iso(now)
     record.lineage = lineage
     if not item.contract_outputs:
         item.contract_inputs, item.contract_outputs = manifest.inputs, manifest.outputs
+    if item.rollout_policy is not None and serving and all(int(version) > int(v) for v in serving):
+        _roll_out_arrival(item, version, max(serving, key=lambda v: serving[v]))
     return True
+
+
+def _roll_out_arrival(item: EndpointState, version: str, stable: str) -> None:
+    """The endpoint's rollout policy moves traffic to `version`, newer than all that serve, from `stable`, the
+    version with most traffic; a rollout under way gives way to it (as Flagger restarts its analysis on a new
+    revision)."""
+    if item.rollout and item.rollout.status == "running":
+        item.rollout.status = "rolled_back"
+        item.rollout.outcome = f"replaced by the rollout of version {version}"
+    item.rollout = Rollout(version=version, stable=stable, **item.rollout_policy.model_dump())
+    item.weights, item.newest_weights = {}, []
 
 
 def mark_verified(state: Deployments, name: str, version: str, *, model_dir: str, lineage: dict) -> None:

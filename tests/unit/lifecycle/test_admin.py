@@ -82,7 +82,13 @@ def test_the_admin_routes_need_the_token_and_are_off_without_one(store, client):
 
 def test_changes_are_written_to_the_state_and_answered(store, client):
     answer = client.put("/admin/endpoints/new/auto-update", json={"name": "n", "max_versions": 3}, headers=AUTH)
-    assert answer.json() == {"endpoint": "new", "registered_name": "n", "max_versions": 3}
+    assert answer.json() | {"new_versions": None} == {
+        "endpoint": "new",
+        "registered_name": "n",
+        "max_versions": 3,
+        "rollout": None,
+        "new_versions": None,
+    }
     assert store.read().endpoints["new"].registered_name == "n"
     answer = client.put("/admin/endpoints/emb/canary", json={"versions": ["1", "2"], "weights": [1, 3]}, headers=AUTH)
     assert answer.json() == {"endpoint": "emb", "traffic": {"1": 0.25, "2": 0.75}}
@@ -107,6 +113,24 @@ def test_a_rejected_version_is_deployed_again_and_listed_with_why(store, client)
     ]
     again = client.post("/admin/endpoints/emb/versions/1/redeploy", headers=AUTH)
     assert again.status_code == 409 and "live already" in again.json()["error"]["message"]
+
+
+def test_auto_update_takes_a_rollout_policy_and_the_listing_says_what_new_versions_get(store, client):
+    listed = client.get("/admin/endpoints", headers=AUTH).json()["endpoints"][0]
+    assert listed["rollout_policy"] is None and listed["new_versions"].startswith("take all traffic once live")
+    body = {"name": "m", "rollout": {"dwell": 30}}
+    answer = client.put("/admin/endpoints/emb/auto-update", json=body, headers=AUTH).json()
+    assert answer["rollout"]["dwell"] == 30 and answer["rollout"]["min_requests"] == 200
+    assert store.read().endpoints["emb"].rollout_policy.steps == [10, 50, 100]
+    listed = client.get("/admin/endpoints", headers=AUTH).json()["endpoints"][0]
+    assert listed["new_versions"] == (
+        "rolled out while another version serves: steps 10,50,100%, dwell 30 s, max error rate 0.01, max p99 ratio "
+        "1.5, 200 requests a step"
+    )
+    refused = client.put(
+        "/admin/endpoints/emb/auto-update", json={"name": "m", "rollout": {"steps": [50, 10]}}, headers=AUTH
+    )
+    assert refused.status_code == 422 and "increasing percentages" in refused.text
 
 
 def test_a_dry_run_rollout_answers_the_rollout_and_changes_nothing(store, client):
@@ -337,7 +361,7 @@ def test_an_admin_body_over_the_cap_is_refused_with_413_as_it_arrives(store):
     assert (status, taken) == (413, 0), "a declared length over the cap is refused before the body"
     ok = b'{"name": "m2", "max_versions": 1}'
     status, answer, _ = asgi_request(app, "PUT", path, AUTH | {"Content-Type": "application/json"}, [ok[:9], ok[9:]])
-    assert (status, answer) == (200, {"endpoint": "emb", "registered_name": "m2", "max_versions": 1})
+    assert (status, answer["registered_name"], answer["max_versions"]) == (200, "m2", 1)
     assert store.read().endpoints["emb"].registered_name == "m2"
 
 

@@ -12,7 +12,7 @@ from services.lifecycle import transitions, transitions_rollout
 from services.lifecycle.routing import effective_weights
 from tests.support.models import UNIT_HIDDEN
 from tests.unit.lifecycle.fakes import GATEWAY
-from tests.unit.lifecycle.world import World
+from tests.unit.lifecycle.world import World, run_traffic
 
 POLICY = {"steps": [50, 100], "dwell": 10.0, "max_error_rate": 0.01, "max_p99_ratio": 5.0, "min_requests": 20}
 
@@ -122,24 +122,6 @@ def test_a_rollout_of_a_version_rejected_at_deployment_ends_without_moving_traff
 DOCS_EXAMPLE = {"steps": [10, 50, 100], "dwell": 60.0, "max_error_rate": 0.01, "max_p99_ratio": 1.5}
 """`serving model rollout sentiment --version 2 --steps 10,50,100 --dwell 60 --max-error-rate 0.01 --max-p99-ratio
 1.5` (docs/lifecycle.md), the other thresholds at their defaults."""
-
-
-def run_traffic(world: World, rate: float, seconds: int, seed: int, fails: float = 0.0, slower: float = 1.0, tick=1):
-    """`rate` requests a second for `seconds`, split by the endpoint's shares as the gateways split them, a tick of
-    the controller every `tick` seconds: both versions' latencies around 8 ms with a long tail (log-normal, sigma
-    0.6), the new version's `slower` times, a share `fails` of its requests 5xx. Stops once the rollout has ended."""
-    rng = np.random.default_rng(seed)
-    for _ in range(seconds // tick):
-        endpoint = world.tick(tick)
-        if endpoint.rollout.status != "running":
-            return endpoint
-        for version, share in effective_weights(endpoint).items():
-            n = rng.poisson(rate * share * tick)
-            scale = slower if version == "2" else 1.0
-            world.metrics.observe(
-                version, scale * rng.lognormal(np.log(0.008), 0.6, n), rng.binomial(n, fails * (version == "2"))
-            )
-    return world.endpoint()
 
 
 def start_docs_example(world: World) -> None:
