@@ -31,7 +31,7 @@ class Decision:
 
 def p_value_above(hits: float, trials: float, rate: float) -> float:
     """One-sided binomial test: the chance of `hits` or more in `trials` if the true rate were `rate`."""
-    from scipy.stats import binom  # about 2 s of imports on a busy host: paid at the first judgement, not at start
+    from scipy.stats import binom  # imported here: the controller loads it beside its loop (`Rollouts`)
 
     hits = round(hits)
     if hits <= 0:

@@ -6,8 +6,10 @@ traffic to the stable version, the new one rejected and tagged `rollout=rejected
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import threading
 from collections.abc import Callable
 
 from services.lifecycle import transitions, transitions_rollout
@@ -24,6 +26,9 @@ class Rollouts:
     def __init__(self, store: DeploymentStore, registry: Registry, metrics: GatewayMetrics, clock: Callable[[], float]):
         self.store, self.registry, self.metrics, self.clock = store, registry, metrics, clock
         self._noted: dict[str, float] = {}
+        # the judge's tests (scipy.stats: seconds of imports on a busy host) load beside the loop, not between a
+        # window's reading and the decision on it, nor before the controller's first tick
+        threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True).start()
 
     def advance_rollout(self, name: str) -> None:
         """Start the step's window, or judge it once its dwell is over and act on the decision."""
