@@ -219,7 +219,8 @@ def _check(command: DocCommand, result: subprocess.CompletedProcess) -> None:
     if command.group == "model" and not text:
         answer = json.loads(result.stdout)
         if command.name == "canary":
-            versions = _values(command.words, "--versions") or SENTIMENT_VERSIONS
+            newest = _values(command.words, "--newest")
+            versions = _values(command.words, "--versions") or SENTIMENT_VERSIONS[: int(newest[0])]
             weights = [float(w) for w in _values(command.words, "--weights")]
             assert answer["traffic"] == pytest.approx(dict(zip(versions, weights, strict=True))), command.where
 
