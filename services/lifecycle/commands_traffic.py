@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from services.lifecycle.commands_common import TOKEN, URL, AdminApi, endpoint_path, fail, print_json
+from services.lifecycle.commands_common import TOKEN, URL, AdminApi, console, endpoint_path, fail, print_json
 from services.lifecycle.commands_list import measured_rates
 from services.lifecycle.commands_policy import option, policy_body
 from services.lifecycle.rollout_plan import plan
@@ -101,6 +101,13 @@ def rollout(
     answer = api.call("POST", endpoint_path(endpoint, "rollout"), {"version": version, **policy, "dry_run": dry_run})
     if not dry_run:
         print_json(answer)
+        started = answer["rollout"]
+        console.print(
+            f"each step is judged after its {started['dwell']:g} s once both versions answered "
+            f"{started['min_requests']} requests; `serving model list {endpoint}` says where it stands and what it "
+            "waits for",
+            markup=False,
+        )
         return
     rate = sum(v["requests_per_second"] for e in measured_rates(api, endpoint) for v in e["versions"])
     print("\n".join(plan(answer["rollout"], rate)))

@@ -28,6 +28,7 @@ ANSWERS = {
         {"error": {"message": "'sentiment' never had version 7 (it had ['1', '2'])"}},
     ),
     "/admin/endpoints/locked/versions/1/redeploy": (401, {"error": {"message": "missing or wrong bearer token"}}),
+    "/admin/endpoints/ok/rollout": (200, {"endpoint": "ok", "rollout": {"dwell": 60, "min_requests": 200}}),
 }
 
 
@@ -67,3 +68,11 @@ def test_a_refusal_says_what_to_do_next_without_a_status_code(gateway, command, 
     output = " ".join(result.output.split())
     assert result.exit_code != 0 and says in output, output
     assert not re.search(r"\b(401|404|409)\b", output), output
+
+
+def test_a_started_rollout_says_when_it_is_judged_and_where_to_follow_it(gateway):
+    result = CliRunner().invoke(app, ["model", "rollout", "ok", "--version", "2", "--url", gateway, "--token", "t"])
+    assert result.exit_code == 0, result.output
+    assert "once both versions answered 200 requests; `serving model list ok` says where it stands" in " ".join(
+        result.stderr.split()
+    )
