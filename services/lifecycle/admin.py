@@ -27,7 +27,9 @@ from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.common.names import NAME_MAX_LENGTH, NAME_PATTERN, validated_name
 from services.lifecycle import transitions
 from services.lifecycle.admin_guard import admin_token, guarded_route
+from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.routing import effective_weights
+from services.lifecycle.shares import arrivals, hand_back, share_reasons
 from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,8 @@ Version = Annotated[str, PathParameter(pattern=r"^[0-9]{1,18}$", description="A 
 class AutoUpdate(BaseModel):
     name: str = Field(min_length=1, description="MLflow registered model name")
     max_versions: int = Field(2, ge=1)
+    rollout: RolloutPolicy | None = None
+    """Roll each new version out under this policy while another serves; none: it takes all traffic once live."""
 
 
 class Canary(BaseModel):
@@ -65,23 +69,14 @@ class Canary(BaseModel):
         return self
 
 
-class RolloutRequest(BaseModel):
+class RolloutRequest(RolloutPolicy):
     version: str
-    steps: list[int] = Field(default_factory=lambda: [10, 50, 100], min_length=1)
-    dwell: float = Field(60, gt=0)
-    max_error_rate: float = Field(0.01, ge=0, le=1)
-    max_p99_ratio: float = Field(1.5, gt=0)
-    min_requests: int = Field(20, ge=1)
-
-    @model_validator(mode="after")
-    def _steps(self) -> RolloutRequest:
-        if any(not 0 < s <= 100 for s in self.steps) or self.steps != sorted(self.steps):
-            raise ValueError("steps are increasing percentages in (0, 100]")
-        return self
+    dry_run: bool = False
+    """Check the request and answer the rollout it would start, changing nothing."""
 
 
 def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], float]) -> dict:
-    shares = effective_weights(endpoint)
+    shares, reasons = effective_weights(endpoint), share_reasons(name, endpoint)
     versions = []
     for version, item in sorted(endpoint.versions.items(), key=lambda kv: -int(kv[0])):
         versions.append(
@@ -89,6 +84,7 @@ def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], f
                 "version": version,
                 "state": item.state,
                 "traffic_share": round(shares.get(version, 0.0), 4),
+                "share_reason": reasons[version],
                 "requests_total": counts.get((name, version), 0.0),
                 "deployed_at": item.deployed_at,
                 "reason": item.reason,
@@ -102,6 +98,9 @@ def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], f
         "max_versions": endpoint.max_versions,
         "versions": versions,
         "rollout": rollout,
+        "hand_back": hand_back(name, endpoint),
+        "rollout_policy": endpoint.rollout_policy.model_dump() if endpoint.rollout_policy else None,
+        "new_versions": arrivals(endpoint.rollout_policy) if endpoint.registered_name else None,
     }
 
 
@@ -163,8 +162,11 @@ def _admin_routes(store: GuardedStore | None, route: type[APIRoute]) -> APIRoute
 
     @admin.put("/endpoints/{endpoint}/auto-update", summary="Deploy every new version of a registered model")
     def auto_update(endpoint: Endpoint, body: AutoUpdate) -> dict:
-        store.update(lambda s: transitions.set_auto_update(s, endpoint, body.name, body.max_versions))
-        return {"endpoint": endpoint, "registered_name": body.name, "max_versions": body.max_versions}
+        store.update(lambda s: transitions.set_auto_update(s, endpoint, body.name, body.max_versions, body.rollout))
+        return {"endpoint": endpoint, "registered_name": body.name, "max_versions": body.max_versions} | {
+            "rollout": body.rollout.model_dump() if body.rollout else None,
+            "new_versions": arrivals(body.rollout),
+        }
 
     @admin.put("/endpoints/{endpoint}/canary", summary="Split traffic by weight over versions")
     def canary(endpoint: Endpoint, body: Canary) -> dict:
@@ -173,8 +175,19 @@ def _admin_routes(store: GuardedStore | None, route: type[APIRoute]) -> APIRoute
 
     @admin.post("/endpoints/{endpoint}/rollout", summary="Move traffic to a version step by step, with rollback")
     def rollout(endpoint: Endpoint, body: RolloutRequest) -> dict:
-        started = store.update(lambda s: transitions.start_rollout(s, endpoint, **body.model_dump()))
+        policy = body.model_dump(exclude={"version", "dry_run"})
+        if body.dry_run:
+            planned = transitions.start_rollout(store.read(), endpoint, body.version, **policy)
+            return {"endpoint": endpoint, "rollout": planned.model_dump(), "dry_run": True}
+        started = store.update(lambda s: transitions.start_rollout(s, endpoint, body.version, **policy))
         return {"endpoint": endpoint, "rollout": started.model_dump()}
+
+    @admin.post(
+        "/endpoints/{endpoint}/versions/{version}/redeploy", summary="Deploy a rejected or removed version again"
+    )
+    def redeploy(endpoint: Endpoint, version: Version) -> dict:
+        store.update(lambda s: transitions.redeploy(s, endpoint, version))
+        return {"endpoint": endpoint, "version": version, "state": "loading"}
 
     @admin.delete("/endpoints/{endpoint}/versions/{version}", summary="Drain and unload a version")
     def remove(endpoint: Endpoint, version: Version) -> dict:

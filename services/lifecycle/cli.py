@@ -2,7 +2,7 @@
 
 - `serving model register`, `serving train`, `serving registry` talk to the model registry (MLflow) directly
   (`commands_registry`);
-- `serving model auto-update|canary|rollout|remove|list` talk to the gateway's admin API with its bearer token
+- `serving model auto-update|canary|rollout|redeploy|remove|list` talk to the gateway's admin API with its bearer token
   (`--token`, else GATEWAY_ADMIN_TOKEN, else the token `serving up` wrote to the run directory) (`commands_traffic`,
   `commands_list`);
 - `serving controller` runs the controller that carries those requests out.
@@ -15,7 +15,7 @@ import typer
 
 from services.lifecycle.commands_list import list_models
 from services.lifecycle.commands_registry import register, registry_ui, train
-from services.lifecycle.commands_traffic import auto_update, canary, remove, rollout
+from services.lifecycle.commands_traffic import auto_update, canary, redeploy, remove, rollout
 
 
 def controller() -> None:
@@ -33,6 +33,7 @@ def register_commands(model_app: typer.Typer, app: typer.Typer) -> None:
     model_app.command("rollout")(rollout)
     model_app.command("list")(list_models)
     model_app.command("remove")(remove)
+    model_app.command("redeploy")(redeploy)
     app.command("train")(train)
     app.command("registry")(registry_ui)
     app.command("controller")(controller)

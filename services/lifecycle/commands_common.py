@@ -68,9 +68,28 @@ class AdminApi:
         except httpx.HTTPError as exc:
             fail(f"the gateway at {self.url} did not answer ({exc}); is the stack up (`make up DETACH=1`)?")
         if response.status_code >= 400:
-            try:
-                message = response.json()["error"]["message"]
-            except (ValueError, KeyError, TypeError):
-                message = response.text[:300]
-            fail(f"{response.status_code}: {message}")
+            fail(refusal(self.url, response))
         return response.json()
+
+
+NEXT_STEP = {
+    401: "pass the gateway's admin token: --token, GATEWAY_ADMIN_TOKEN, or the run directory's admin-token file",
+    404: "`serving model list` shows the deployed endpoints and their versions",
+    413: "the request is larger than the gateway takes (GATEWAY_ADMIN_MAX_BODY_BYTES)",
+    503: "the gateway cannot use its deployment state now: try again in a few seconds; `serving logs` says why",
+}
+"""What to do next after a refusal, by status, where the gateway's message may not say it."""
+
+
+def refusal(url: str, response: httpx.Response) -> str:
+    """The gateway's refusal as one sentence for a person: its message, and what to do next; no status code."""
+    try:
+        message = response.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = response.text[:300] or response.reason_phrase
+    if response.status_code == 422:
+        message = f"the gateway at {url} refused the request: {message}"
+    hint = NEXT_STEP.get(response.status_code)
+    if hint and "`serving " not in message:
+        message = f"{message}; {hint}"
+    return message

@@ -11,6 +11,7 @@ from rich.table import Table
 from services.common.cli_display import show
 from services.common.cli_display import table as listing
 from services.lifecycle.commands_common import TOKEN, URL, AdminApi, print_json
+from services.lifecycle.rollout_plan import status
 
 RATE_WINDOW = 1.0
 """Seconds between the two reads of the request counters: one, so a counter's growth is its rate per second."""
@@ -22,19 +23,31 @@ def list_models(
     url: str = URL,
     token: str = TOKEN,
 ) -> None:
-    """Deployed endpoints: versions, state, traffic share, live request rate, where each version came from."""
-    api = AdminApi.for_command(url, token)
-    first = api.call("GET", "/admin/endpoints")
-    time.sleep(RATE_WINDOW)
-    second = api.call("GET", "/admin/endpoints")
-    endpoints = with_rates(first["endpoints"], second["endpoints"], endpoint)
+    """Deployed endpoints: versions, state, traffic share and why, live request rate, where each version came from."""
+    endpoints = measured_rates(AdminApi.for_command(url, token), endpoint)
     if as_json:
         print_json(endpoints)
         return
-    if endpoints:
-        show(table(endpoints))
-    else:
-        Console(emoji=False, markup=False).print("no deployed endpoint")
+    console = Console(emoji=False, markup=False)
+    if not endpoints:
+        console.print("no deployed endpoint")
+        return
+    show(table(endpoints))
+    for item in endpoints:
+        if item.get("rollout"):
+            console.print(f"{item['endpoint']}: {status(item['rollout'])}")
+        if item.get("new_versions"):
+            console.print(f"{item['endpoint']}: new versions of '{item['registered_name']}' {item['new_versions']}")
+        if item.get("hand_back"):
+            console.print(f"{item['endpoint']}: `{item['hand_back']}` hands traffic back to the newest live version")
+
+
+def measured_rates(api: AdminApi, only: str | None = None) -> list[dict]:
+    """The deployed endpoints (all, or `only`), each version's request rate measured over `RATE_WINDOW`."""
+    first = api.call("GET", "/admin/endpoints")
+    time.sleep(RATE_WINDOW)
+    second = api.call("GET", "/admin/endpoints")
+    return with_rates(first["endpoints"], second["endpoints"], only)
 
 
 def with_rates(first: list[dict], second: list[dict], only: str | None = None) -> list[dict]:
@@ -50,7 +63,9 @@ def with_rates(first: list[dict], second: list[dict], only: str | None = None) -
 
 
 def table(endpoints: list[dict]) -> Table:
-    rows = listing("endpoint", "version", "state", "traffic", "req/s", "registry", "run", "reason", prose=("reason",))
+    rows = listing(
+        "endpoint", "version", "state", "traffic", "req/s", "why", "registry", "run", "reason", prose=("why", "reason")
+    )
     for item in endpoints:
         for v in item["versions"]:
             registry = v.get("registry", {})
@@ -60,6 +75,7 @@ def table(endpoints: list[dict]) -> Table:
                 v["state"],
                 f"{v['traffic_share']:.0%}",
                 f"{v['requests_per_second']:g}",
+                v.get("share_reason", ""),
                 f"{registry.get('name', '')} v{registry.get('version', '')}",
                 v.get("run", {}).get("id", "")[:12],
                 v.get("reason") or "",

@@ -1,19 +1,16 @@
-"""Judging a rollout step: the new version's error rate and p99 latency against the stable version's, over the
+"""The numbers a rollout step is judged on: each version's requests, 5xx errors and latency histogram over the
 dwell window, from the gateways' per-version metrics (`serving_endpoint_requests_total`,
 `serving_endpoint_latency_seconds`) summed over the fleet. Pure functions: a snapshot is parsed from /metrics text, a
-window is the difference of two snapshots (`fleet_window`: of every gateway's, summed), a decision is made from a
-window. Where the windows come from (every gateway read, or Prometheus) is `services.lifecycle.controller
-.gateway_metrics`."""
+window is the difference of two snapshots (`fleet_window`: of every gateway's, summed). How a window is judged is
+`rollout_judge`; where the windows come from (every gateway read, or Prometheus) is
+`services.lifecycle.controller.gateway_metrics`."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
-
-from services.lifecycle.state import Rollout
 
 
 class VersionCounters(BaseModel):
@@ -104,35 +101,19 @@ def quantile(q: float, buckets: dict[str, float]) -> float | None:
     return bounds[-2][0] if len(bounds) > 1 else None
 
 
-@dataclass
-class Decision:
-    action: str  # wait | advance | rollback
-    numbers: dict
-    reason: str = ""
-
-
-def judge(rollout: Rollout, observed: Snapshot) -> Decision:
-    new = observed.versions.get(rollout.version, VersionCounters())
-    stable = observed.versions.get(rollout.stable, VersionCounters())
-    numbers = {"new_requests": new.requests, "stable_requests": stable.requests}
-    if new.requests < rollout.min_requests:
-        return Decision("wait", numbers, f"version {rollout.version} answered {new.requests:.0f} requests so far")
-    error_rate = new.errors / new.requests
-    numbers["new_error_rate"] = round(error_rate, 4)
-    if stable.requests:
-        numbers["stable_error_rate"] = round(stable.errors / stable.requests, 4)
-    if error_rate > rollout.max_error_rate:
-        return Decision("rollback", numbers, f"error rate {error_rate:.3f} > {rollout.max_error_rate:g}")
-    new_p99 = quantile(0.99, new.buckets)
-    if stable.requests >= rollout.min_requests and new_p99 is not None:
-        stable_p99 = quantile(0.99, stable.buckets)
-        if stable_p99:
-            ratio = new_p99 / stable_p99
-            numbers |= {
-                "new_p99_ms": round(new_p99 * 1000, 2),
-                "stable_p99_ms": round(stable_p99 * 1000, 2),
-                "p99_ratio": round(ratio, 3),
-            }
-            if ratio > rollout.max_p99_ratio:
-                return Decision("rollback", numbers, f"p99 ratio {ratio:.2f} > {rollout.max_p99_ratio:g}")
-    return Decision("advance", numbers)
+def count_above(x: float, buckets: dict[str, float]) -> float:
+    """Observations above `x` in a cumulative histogram, interpolated linearly inside the bucket `x` falls in (as
+    `quantile` interpolates); all of the `+Inf` bucket's are above any finite bound."""
+    bounds = sorted(((math.inf if le == "+Inf" else float(le)), n) for le, n in buckets.items())
+    if not bounds:
+        return 0.0
+    total = bounds[-1][1]
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in bounds:
+        if x <= bound:
+            if math.isinf(bound):
+                return total - lower_count
+            below = lower_count + (count - lower_count) * (x - lower_bound) / (bound - lower_bound)
+            return total - below
+        lower_bound, lower_count = bound, count
+    return 0.0

@@ -10,7 +10,6 @@ admin API made in between is not overwritten, and a rollout ends only if it is s
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from services.common.contract import Manifest
 from services.common.errors import Conflict, InvalidInput, NotFound
 from services.common.names import check_name
+from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.state import Deployments, EndpointState, Rollout, VersionState
 from services.triton.repository import MODELS
@@ -37,8 +37,11 @@ def endpoint(state: Deployments, name: str) -> EndpointState:
 
 
 # --- what the admin API asks for ----------------------------------------------------------------------------------
-def set_auto_update(state: Deployments, name: str, registered_name: str, max_versions: int) -> None:
-    """Deploy every new version of `registered_name` to endpoint `name` (created if new), keeping `max_versions`.
+def set_auto_update(
+    state: Deployments, name: str, registered_name: str, max_versions: int, rollout_policy: RolloutPolicy | None = None
+) -> None:
+    """Deploy every new version of `registered_name` to endpoint `name` (created if new), keeping `max_versions`,
+    each rolled out under `rollout_policy` when another version serves (None: it takes all traffic once live).
     The only rule that creates an endpoint, so the one that checks its name (it becomes a Triton model directory)."""
     check_name(name)
     if name in MODELS:
@@ -46,7 +49,7 @@ def set_auto_update(state: Deployments, name: str, registered_name: str, max_ver
     item = state.endpoints.setdefault(name, EndpointState())
     if item.registered_name != registered_name:
         item.removed = []  # removals were of the other model's versions
-    item.registered_name, item.max_versions = registered_name, max_versions
+    item.registered_name, item.max_versions, item.rollout_policy = registered_name, max_versions, rollout_policy
 
 
 def canary(state: Deployments, name: str, weights: list[float], versions: list[str] | None = None) -> dict[str, float]:
@@ -56,7 +59,7 @@ def canary(state: Deployments, name: str, weights: list[float], versions: list[s
     if versions is not None:
         for version in versions:
             if version not in item.versions or item.versions[version].state != "live":
-                raise Conflict(f"version {version} of '{name}' is not live; live: {item.live()}")
+                raise Conflict(not_live(item, name, version))
         item.weights, item.newest_weights = dict(zip(versions, weights, strict=True)), []
     else:
         item.weights, item.newest_weights = {}, list(weights)
@@ -72,14 +75,51 @@ def start_rollout(state: Deployments, name: str, version: str, **policy: Any) ->
     item = endpoint(state, name)
     target = item.versions.get(version)
     if target is None or target.state not in ("live", "loading"):
-        raise Conflict(f"version {version} of '{name}' is not deployed; live: {item.live()}")
+        raise Conflict(not_live(item, name, version))
     shares = effective_weights(item)
     stable = max((v for v in shares if v != version), key=lambda v: shares[v], default=None)
     if stable is None:
-        raise Conflict(f"'{name}' has no other live version to compare version {version} with")
+        raise Conflict(
+            f"'{name}' has no other version taking traffic to compare version {version} with (live: {item.live()}); "
+            f"a rollout needs the version it replaces still serving: `serving model redeploy {name} --version N` "
+            "brings a rejected or removed one back"
+        )
     item.rollout = Rollout(version=version, stable=stable, **policy)
     item.weights, item.newest_weights = {}, []
     return item.rollout
+
+
+def redeploy(state: Deployments, name: str, version: str) -> None:
+    """Deploy again a version that was rejected (by a check or a rollout) or removed: it is `loading` again, and the
+    controller fetches, checks and loads it as a new one; auto-update no longer skips it."""
+    item = endpoint(state, name)
+    record = item.versions.get(version)
+    if record is None and version not in item.removed:
+        known = sorted({*item.versions, *item.removed}, key=int)
+        raise NotFound(
+            f"'{name}' never had version {version} (it had {known or 'none'}); the controller deploys new registry "
+            f"versions itself (`serving model auto-update {name} --name MODEL`)"
+        )
+    if record is not None and record.state in ("live", "loading"):
+        raise Conflict(f"version {version} of '{name}' is {record.state} already: nothing to deploy again")
+    item.versions[version] = VersionState(version=version)
+    if version in item.removed:
+        item.removed.remove(version)
+
+
+def not_live(item: EndpointState, name: str, version: str) -> str:
+    """Why `version` cannot take traffic, and what to do about it."""
+    record = item.versions.get(version)
+    live = f"live: {item.live() or 'none'}"
+    if record is None and version not in item.removed:
+        return f"'{name}' has no version {version} ({live}); `serving model list {name}` shows its versions"
+    if record is None or record.state in (REJECTED, "draining"):
+        why = "removed" if record is None or record.state == "draining" else f"rejected ({record.reason})"
+        return (
+            f"version {version} of '{name}' is {why}, not live ({live}); deploy it again first: "
+            f"`serving model redeploy {name} --version {version}`"
+        )
+    return f"version {version} of '{name}' is still loading ({live}); try again once it is live"
 
 
 def remove(state: Deployments, name: str, version: str, now: float) -> None:
@@ -125,11 +165,25 @@ def mark_live(
     record = item.versions.get(version)
     if record is None or record.state != "loading" or version in item.removed:
         return False
+    serving = effective_weights(item)
     record.state, record.model_dir, record.deployed_at = "live", model_dir, _iso(now)
     record.lineage = lineage
     if not item.contract_outputs:
         item.contract_inputs, item.contract_outputs = manifest.inputs, manifest.outputs
+    if item.rollout_policy is not None and serving and all(int(version) > int(v) for v in serving):
+        _roll_out_arrival(item, version, max(serving, key=lambda v: serving[v]))
     return True
+
+
+def _roll_out_arrival(item: EndpointState, version: str, stable: str) -> None:
+    """The endpoint's rollout policy moves traffic to `version`, newer than all that serve, from `stable`, the
+    version with most traffic; a rollout under way gives way to it (as Flagger restarts its analysis on a new
+    revision)."""
+    if item.rollout and item.rollout.status == "running":
+        item.rollout.status = "rolled_back"
+        item.rollout.outcome = f"replaced by the rollout of version {version}"
+    item.rollout = Rollout(version=version, stable=stable, **item.rollout_policy.model_dump())
+    item.weights, item.newest_weights = {}, []
 
 
 def mark_verified(state: Deployments, name: str, version: str, *, model_dir: str, lineage: dict) -> None:
@@ -191,51 +245,6 @@ def finish_drained(state: Deployments, name: str, unloaded: Iterable[str]) -> li
         else:
             record.drain_started = None
     return forgotten
-
-
-# --- rollouts ------------------------------------------------------------------------------------------------------
-def start_rollout_step(state: Deployments, name: str, step: int, baseline: dict, now: float) -> None:
-    """Step `step` starts now; `baseline` (a `rollout.Snapshot`) is what its window is measured from."""
-    rollout = _running(state, name)
-    rollout.step, rollout.step_started, rollout.baseline = step, now, baseline
-
-
-def abandon_rollout(state: Deployments, name: str) -> str:
-    """The new version was rejected at deployment: the rollout ends with traffic where it was. Returns the outcome."""
-    rollout = _running(state, name)
-    return _end(rollout, "rolled_back", f"version {rollout.version} was rejected at deployment")
-
-
-def promote(state: Deployments, name: str, numbers: dict) -> str:
-    """The last step passed: the new version takes all traffic. Returns the outcome."""
-    item = endpoint(state, name)
-    rollout = _running(state, name)
-    item.weights = {rollout.version: 1.0}
-    return _end(rollout, "promoted", f"promoted: {json.dumps(numbers)}")
-
-
-def roll_back(state: Deployments, name: str, reason: str, numbers: dict, now: float) -> str:
-    """A step failed: all traffic back to the stable version, the new one rejected and drained. Returns the outcome."""
-    item = endpoint(state, name)
-    rollout = _running(state, name)
-    outcome = f"rolled back at {rollout.steps[rollout.step]}%: {reason} {json.dumps(numbers)}"
-    item.weights = {rollout.stable: 1.0}
-    if rollout.version in item.versions:
-        record = item.versions[rollout.version]
-        record.state, record.reason, record.drain_started = REJECTED, outcome, now
-    return _end(rollout, "rolled_back", outcome)
-
-
-def _running(state: Deployments, name: str) -> Rollout:
-    rollout = endpoint(state, name).rollout
-    if rollout is None or rollout.status != "running":
-        raise Conflict(f"'{name}' has no running rollout")
-    return rollout
-
-
-def _end(rollout: Rollout, status: str, outcome: str) -> str:
-    rollout.status, rollout.outcome, rollout.baseline = status, outcome, None
-    return outcome
 
 
 def _iso(now: float) -> str:

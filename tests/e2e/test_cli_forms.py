@@ -38,7 +38,7 @@ INLINE = re.compile(r"`(?:\.venv/bin/)?serving ((?:model|endpoints|metrics) [\w-
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z_]*$")
 OPTIONAL = re.compile(r"^\[?(--[\w-]+|[A-Z][A-Z_]*)\]?$")
 HEREDOC_FILE = re.compile(r"^cat > (?P<file>[\w./-]+) <<")
-ADMIN = {"auto-update", "canary", "rollout", "list", "remove"}
+ADMIN = {"auto-update", "canary", "rollout", "list", "remove", "redeploy"}
 """The `serving model` commands that call the gateway's admin API (they get `--url`)."""
 SENTIMENT_VERSIONS = ["2", "1"]
 """The endpoint's live versions, newest first, when the lifecycle commands run."""
@@ -212,12 +212,15 @@ def _run(command: DocCommand, argv: list[str], cwd: Path, env: dict) -> subproce
 
 
 def _check(command: DocCommand, result: subprocess.CompletedProcess) -> None:
-    """Exit code 0; a `serving model` command's JSON is read, and a canary split is the one asked for."""
+    """Exit code 0; a `serving model` command's JSON is read (a listing's or a dry run's text is not), and a canary
+    split is the one asked for."""
     assert result.returncode == 0, f"{command.where}: `{command}` failed:\n{result.stdout}\n{result.stderr}"
-    if command.group == "model" and (command.name != "list" or "--json" in command.words):
+    text = command.name == "list" and "--json" not in command.words or "--dry-run" in command.words
+    if command.group == "model" and not text:
         answer = json.loads(result.stdout)
         if command.name == "canary":
-            versions = _values(command.words, "--versions") or SENTIMENT_VERSIONS
+            newest = _values(command.words, "--newest")
+            versions = _values(command.words, "--versions") or SENTIMENT_VERSIONS[: int(newest[0])]
             weights = [float(w) for w in _values(command.words, "--weights")]
             assert answer["traffic"] == pytest.approx(dict(zip(versions, weights, strict=True))), command.where
 

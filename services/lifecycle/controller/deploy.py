@@ -142,7 +142,11 @@ class Deployer:
             )
         )
         if made_live:
-            log.info("endpoint '%s': version %s of '%s' is live%s", name, version, registered, where)
+            rollout = self.store.endpoint(name).rollout
+            policy = ""
+            if rollout and rollout.version == version and rollout.status == "running" and rollout.step_started is None:
+                policy = f", rolled out under the auto-update policy against version {rollout.stable}"
+            log.info("endpoint '%s': version %s of '%s' is live%s%s", name, version, registered, where, policy)
         else:
             log.info(
                 "endpoint '%s': version %s of '%s' was removed while it was deployed: not live",

@@ -1,25 +1,34 @@
 """Rollouts: each step's window is measured from the per-version counters summed over every gateway (a mark when the
-step starts, kept in the state, and a reading after its dwell: `gateway_metrics`), judged by `rollout.judge`, and the
+step starts, kept in the state, and a reading after its dwell: `gateway_metrics`), judged by `rollout_judge.judge`;
+a step short of requests waits (what for is kept in the state, said at most every `WAITING_NOTE_SECONDS`), and the
 rollout advances, promotes the new version (registry alias `champion`, tag `rollout=promoted`) or rolls back (all
 traffic to the stable version, the new one rejected and tagged `rollout=rejected` with the numbers)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import threading
 from collections.abc import Callable
 
-from services.lifecycle import transitions
+from services.lifecycle import transitions, transitions_rollout
 from services.lifecycle.ports import GatewayMetrics, Registry
-from services.lifecycle.rollout import Decision, judge
+from services.lifecycle.rollout_judge import Decision, judge
 from services.lifecycle.state import DeploymentStore, EndpointState
 
 log = logging.getLogger("controller")
+WAITING_NOTE_SECONDS = 5.0
+"""Least time between two writes of what a waiting step lacks: its counts change every tick, the state need not."""
 
 
 class Rollouts:
     def __init__(self, store: DeploymentStore, registry: Registry, metrics: GatewayMetrics, clock: Callable[[], float]):
         self.store, self.registry, self.metrics, self.clock = store, registry, metrics, clock
+        self._noted: dict[str, float] = {}
+        # the judge's tests (scipy.stats: seconds of imports on a busy host) load beside the loop, not between a
+        # window's reading and the decision on it, nor before the controller's first tick
+        threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True).start()
 
     def advance_rollout(self, name: str) -> None:
         """Start the step's window, or judge it once its dwell is over and act on the decision."""
@@ -29,7 +38,7 @@ class Rollouts:
             return
         new = endpoint.versions.get(rollout.version)
         if new is None or new.state == transitions.REJECTED:
-            outcome = self.store.update(lambda s: transitions.abandon_rollout(s, name))
+            outcome = self.store.update(lambda s: transitions_rollout.abandon_rollout(s, name))
             log.warning("endpoint '%s': rollout ended: %s", name, outcome)
             return
         if new.state != "live":
@@ -44,8 +53,9 @@ class Rollouts:
         if observed is None:  # marked by another source (the settings changed): judge a fresh window
             self._start_step(name, rollout.step)
             return
-        decision = judge(rollout, observed)
+        decision = judge(rollout, observed, waited=now - rollout.step_started - rollout.dwell)
         if decision.action == "wait":
+            self._note_waiting(name, rollout.waiting, decision.reason, now)
             return
         if decision.action == "rollback":
             self._roll_back(name, endpoint, decision)
@@ -62,13 +72,23 @@ class Rollouts:
         else:
             self._promote(name, endpoint, decision)
 
+    def _note_waiting(self, name: str, before: str | None, waiting: str, now: float) -> None:
+        if before is not None and now - self._noted.get(name, 0.0) < WAITING_NOTE_SECONDS:
+            return
+        self._noted[name] = now
+        self.store.update(lambda s: transitions_rollout.note_waiting(s, name, waiting))
+        if before is None:
+            log.info("endpoint '%s': rollout step past its dwell, %s", name, waiting)
+
     def _start_step(self, name: str, step: int) -> None:
         baseline, now = self.metrics.mark(name), self.clock()
-        self.store.update(lambda s: transitions.start_rollout_step(s, name, step, baseline, now))
+        self.store.update(lambda s: transitions_rollout.start_rollout_step(s, name, step, baseline, now))
 
     def _roll_back(self, name: str, endpoint: EndpointState, decision: Decision) -> None:
         version, now = endpoint.rollout.version, self.clock()
-        outcome = self.store.update(lambda s: transitions.roll_back(s, name, decision.reason, decision.numbers, now))
+        outcome = self.store.update(
+            lambda s: transitions_rollout.roll_back(s, name, decision.reason, decision.numbers, now)
+        )
         log.warning("endpoint '%s': rollout of version %s %s", name, version, outcome)
         if endpoint.registered_name:
             tags = {
@@ -80,7 +100,7 @@ class Rollouts:
 
     def _promote(self, name: str, endpoint: EndpointState, decision: Decision) -> None:
         version = endpoint.rollout.version
-        outcome = self.store.update(lambda s: transitions.promote(s, name, decision.numbers))
+        outcome = self.store.update(lambda s: transitions_rollout.promote(s, name, decision.numbers))
         log.info("endpoint '%s': version %s %s", name, version, outcome)
         if endpoint.registered_name:
             self.registry.promote(endpoint.registered_name, version)

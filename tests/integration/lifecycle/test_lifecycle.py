@@ -131,7 +131,7 @@ def test_a_version_with_another_tensor_contract_is_rejected(stack, checkpoints):
 def test_a_killed_controller_leaves_traffic_consistent_and_a_restarted_one_carries_on(stack, checkpoints):
     assert stack.registry.register(checkpoints["c"], "tiny-emb")["version"] == "5"
     stack.wait_for("version 5 live", lambda: stack.versions().get("5", {}).get("state") == "live", timeout=90)
-    thread, results = attack_in_background(stack, seconds=20, rate=40)
+    thread, results = attack_in_background(stack, seconds=40, rate=40)  # outlasts a slow restart: steps need traffic
     stack.admin(
         "POST",
         "/endpoints/emb/rollout",
@@ -243,3 +243,16 @@ def test_an_unreachable_registry_is_said_once_while_the_controller_lives_on(stac
         assert stack.serve().status_code == 200, "serving goes on without the registry"
     finally:
         launcher.stop_all()
+
+
+def test_a_new_version_under_an_auto_update_policy_is_rolled_out_then_promoted(stack, checkpoints):
+    policy = {"steps": [50, 100], "dwell": 3, "max_error_rate": 0.05, "max_p99_ratio": 5, "min_requests": 10}
+    stack.admin("PUT", "/endpoints/emb/auto-update", {"name": "tiny-emb", "max_versions": 2, "rollout": policy})
+    thread, results = attack_in_background(stack, seconds=40, rate=40)
+    version = stack.registry.register(checkpoints["b"], "tiny-emb")["version"]
+    stack.wait_for("its first step", lambda: stack.versions().get(version, {}).get("traffic_share") == 0.5, 90)
+    assert stack.versions()[version]["share_reason"] == "rollout: step 1 of 2, 50% to it"
+    stack.wait_for("the promotion", lambda: stack.versions()[version]["traffic_share"] == 1.0, timeout=60)
+    thread.join()
+    assert {r.code for r in results} == {200}
+    assert str(stack.registry.client.get_model_version_by_alias("tiny-emb", "champion").version) == version

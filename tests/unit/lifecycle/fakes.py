@@ -5,12 +5,14 @@ registry, the real Triton and the real gateway."""
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from observability.metrics import LATENCY_BUCKETS
 from services.common.contract import checked_hashes
 from services.common.errors import Unavailable
 from services.lifecycle.controller.gateway_metrics import FleetMetrics
@@ -141,6 +143,16 @@ class FakeMetrics(FleetMetrics):
         for bound in ("0.005", "0.01", "0.05", "0.1", "+Inf"):
             if bound == "+Inf" or seconds <= float(bound):
                 counters.buckets[bound] = counters.buckets.get(bound, 0.0) + requests
+
+    def observe(self, version: str, latencies, errors: int = 0) -> None:
+        """Requests answered by `version` in `latencies` seconds each, `errors` of them 5xx, in the gateway's real
+        histogram buckets."""
+        counters = self.gateways[GATEWAY].setdefault(version, VersionCounters())
+        counters.requests += len(latencies)
+        counters.errors += errors
+        for bound in (*LATENCY_BUCKETS, math.inf):
+            le = "+Inf" if math.isinf(bound) else f"{bound:g}"
+            counters.buckets[le] = counters.buckets.get(le, 0.0) + sum(1 for x in latencies if x <= bound)
 
     def restart(self, gateway: str = GATEWAY) -> None:
         """The gateway restarted: its counters start again from zero."""

@@ -68,7 +68,7 @@ def endpoints(routes: list) -> list:
 
 def test_every_route_is_a_plain_function_run_off_the_event_loop(store):
     found = endpoints(admin_router(admin_settings(), store).routes)
-    assert len(found) == 6 and not any(inspect.iscoroutinefunction(f) for f in found)
+    assert len(found) == 7 and not any(inspect.iscoroutinefunction(f) for f in found)
 
 
 def test_the_admin_routes_need_the_token_and_are_off_without_one(store, client):
@@ -82,7 +82,13 @@ def test_the_admin_routes_need_the_token_and_are_off_without_one(store, client):
 
 def test_changes_are_written_to_the_state_and_answered(store, client):
     answer = client.put("/admin/endpoints/new/auto-update", json={"name": "n", "max_versions": 3}, headers=AUTH)
-    assert answer.json() == {"endpoint": "new", "registered_name": "n", "max_versions": 3}
+    assert answer.json() | {"new_versions": None} == {
+        "endpoint": "new",
+        "registered_name": "n",
+        "max_versions": 3,
+        "rollout": None,
+        "new_versions": None,
+    }
     assert store.read().endpoints["new"].registered_name == "n"
     answer = client.put("/admin/endpoints/emb/canary", json={"versions": ["1", "2"], "weights": [1, 3]}, headers=AUTH)
     assert answer.json() == {"endpoint": "emb", "traffic": {"1": 0.25, "2": 0.75}}
@@ -96,6 +102,47 @@ def test_changes_are_written_to_the_state_and_answered(store, client):
     assert [(v["version"], v["state"]) for v in listed[0]["versions"]] == [("2", "live"), ("1", "draining")]
 
 
+def test_a_rejected_version_is_deployed_again_and_listed_with_why(store, client):
+    store.update(lambda s: transitions.reject(s, "emb", "2", "rolled back"))
+    answer = client.post("/admin/endpoints/emb/versions/2/redeploy", headers=AUTH)
+    assert answer.json() == {"endpoint": "emb", "version": "2", "state": "loading"}
+    versions = client.get("/admin/endpoints", headers=AUTH).json()["endpoints"][0]["versions"]
+    assert [(v["version"], v["state"], v["share_reason"]) for v in versions] == [
+        ("2", "loading", "loading: no traffic until its checks pass"),
+        ("1", "live", "newest live version: takes all"),
+    ]
+    again = client.post("/admin/endpoints/emb/versions/1/redeploy", headers=AUTH)
+    assert again.status_code == 409 and "live already" in again.json()["error"]["message"]
+
+
+def test_auto_update_takes_a_rollout_policy_and_the_listing_says_what_new_versions_get(store, client):
+    listed = client.get("/admin/endpoints", headers=AUTH).json()["endpoints"][0]
+    assert listed["rollout_policy"] is None and listed["new_versions"].startswith("take all traffic once live")
+    body = {"name": "m", "rollout": {"dwell": 30}}
+    answer = client.put("/admin/endpoints/emb/auto-update", json=body, headers=AUTH).json()
+    assert answer["rollout"]["dwell"] == 30 and answer["rollout"]["min_requests"] == 200
+    assert store.read().endpoints["emb"].rollout_policy.steps == [10, 50, 100]
+    listed = client.get("/admin/endpoints", headers=AUTH).json()["endpoints"][0]
+    assert listed["new_versions"] == (
+        "rolled out while another version serves: steps 10,50,100%, dwell 30 s, max error rate 0.01, max p99 ratio "
+        "1.5, 200 requests a step"
+    )
+    refused = client.put(
+        "/admin/endpoints/emb/auto-update", json={"name": "m", "rollout": {"steps": [50, 10]}}, headers=AUTH
+    )
+    assert refused.status_code == 422 and "increasing percentages" in refused.text
+
+
+def test_a_dry_run_rollout_answers_the_rollout_and_changes_nothing(store, client):
+    before = store.read()
+    answer = client.post("/admin/endpoints/emb/rollout", json={"version": "1", "dry_run": True}, headers=AUTH)
+    assert answer.json()["dry_run"] is True and answer.json()["rollout"]["stable"] == "2"
+    assert answer.json()["rollout"]["min_requests"] == 200
+    assert store.read() == before
+    refused = client.post("/admin/endpoints/emb/rollout", json={"version": "7", "dry_run": True}, headers=AUTH)
+    assert refused.status_code == 409 and store.read() == before
+
+
 @pytest.mark.parametrize(
     "method, path, body, status, says",
     [
@@ -106,7 +153,7 @@ def test_changes_are_written_to_the_state_and_answered(store, client):
             "/admin/endpoints/emb/canary",
             {"versions": ["7"], "weights": [1]},
             409,
-            "version 7 of 'emb' is not live",
+            "'emb' has no version 7",
         ),
         ("put", "/admin/endpoints/emb/canary", {"versions": ["1"], "weights": [1, 2]}, 422, "2 weights for 1 versions"),
         ("post", "/admin/endpoints/emb/rollout", {"version": "2", "steps": [50, 10]}, 422, "increasing percentages"),
@@ -314,7 +361,7 @@ def test_an_admin_body_over_the_cap_is_refused_with_413_as_it_arrives(store):
     assert (status, taken) == (413, 0), "a declared length over the cap is refused before the body"
     ok = b'{"name": "m2", "max_versions": 1}'
     status, answer, _ = asgi_request(app, "PUT", path, AUTH | {"Content-Type": "application/json"}, [ok[:9], ok[9:]])
-    assert (status, answer) == (200, {"endpoint": "emb", "registered_name": "m2", "max_versions": 1})
+    assert (status, answer["registered_name"], answer["max_versions"]) == (200, "m2", 1)
     assert store.read().endpoints["emb"].registered_name == "m2"
 
 

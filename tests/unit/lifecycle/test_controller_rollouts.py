@@ -6,12 +6,13 @@ gateway restarting only its own contribution, a rollout whose version was reject
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from services.lifecycle import transitions
+from services.lifecycle import transitions, transitions_rollout
 from services.lifecycle.routing import effective_weights
 from tests.support.models import UNIT_HIDDEN
 from tests.unit.lifecycle.fakes import GATEWAY
-from tests.unit.lifecycle.world import World
+from tests.unit.lifecycle.world import World, run_traffic
 
 POLICY = {"steps": [50, 100], "dwell": 10.0, "max_error_rate": 0.01, "max_p99_ratio": 5.0, "min_requests": 20}
 
@@ -84,6 +85,7 @@ def test_a_restarted_gateway_restarts_its_own_contribution_not_the_window(world)
     world.metrics.serve("2", 12)
     world.metrics.restart("gw-2")
     world.metrics.serve("2", 12, gateway="gw-2")  # counted since its restart
+    world.metrics.serve("1", 24)
     rollout = world.tick(10.0).rollout
     assert (rollout.step, rollout.step_started) == (1, world.clock.now), "24 requests >= 20: judged, passed"
 
@@ -91,7 +93,9 @@ def test_a_restarted_gateway_restarts_its_own_contribution_not_the_window(world)
 def test_a_baseline_marked_by_another_source_starts_a_fresh_window(world):
     start_rollout(world)
     world.tick()
-    world.store.update(lambda s: transitions.start_rollout_step(s, "emb", 0, {"source": "prometheus"}, world.clock.now))
+    world.store.update(
+        lambda s: transitions_rollout.start_rollout_step(s, "emb", 0, {"source": "prometheus"}, world.clock.now)
+    )
     world.metrics.serve("2", 30)
     rollout = world.tick(10.0).rollout
     assert (rollout.step, rollout.step_started) == (0, world.clock.now)
@@ -113,3 +117,63 @@ def test_a_rollout_of_a_version_rejected_at_deployment_ends_without_moving_traff
         "version 2 was rejected at deployment",
     )
     assert effective_weights(endpoint) == {"1": 1.0} and world.metrics.reads == 0
+
+
+DOCS_EXAMPLE = {"steps": [10, 50, 100], "dwell": 60.0, "max_error_rate": 0.01, "max_p99_ratio": 1.5}
+"""`serving model rollout sentiment --version 2 --steps 10,50,100 --dwell 60 --max-error-rate 0.01 --max-p99-ratio
+1.5` (docs/lifecycle.md), the other thresholds at their defaults."""
+
+
+def start_docs_example(world: World) -> None:
+    world.register()
+    world.register()
+    world.tick()
+    world.store.update(lambda s: transitions.canary(s, "emb", [1.0], ["1"]))
+    world.store.update(lambda s: transitions.start_rollout(s, "emb", "2", **DOCS_EXAMPLE))
+
+
+def test_the_docs_example_at_the_docs_traffic_promotes_a_healthy_version(world):
+    """20 req/s: the 10% step has its 200 requests on version 2 after about 100 s, the others within their dwell."""
+    start_docs_example(world)
+    endpoint = run_traffic(world, rate=20, seconds=600, seed=1, tick=2)
+    assert endpoint.rollout.status == "promoted", endpoint.rollout.outcome
+    assert world.clock.now - 1_000_000.0 < 300, "about 100 + 60 + 60 s"
+
+
+def test_at_5_requests_a_second_the_first_step_waits_and_says_so_then_promotes(world):
+    """The issue's traffic: 0.5 req/s on the new version at 10%, 200 requests after about 400 s."""
+    start_docs_example(world)
+    endpoint = run_traffic(world, rate=5, seconds=120, seed=2, tick=5)
+    assert (endpoint.rollout.status, endpoint.rollout.step) == ("running", 0)
+    assert endpoint.rollout.waiting.startswith("waiting for 200 requests on each version for the p99 comparison")
+    endpoint = run_traffic(world, rate=5, seconds=900, seed=3, tick=5)
+    assert endpoint.rollout.status == "promoted", endpoint.rollout.outcome
+    assert endpoint.rollout.waiting is None
+
+
+@pytest.mark.parametrize(("fails", "slower", "why"), [(0.05, 1.0, "error rate"), (0.0, 2.0, "p99 ratio")])
+def test_the_docs_example_at_the_docs_traffic_rolls_back_a_failing_version(world, fails, slower, why):
+    start_docs_example(world)
+    endpoint = run_traffic(world, rate=20, seconds=600, seed=4, fails=fails, slower=slower)
+    assert endpoint.rollout.status == "rolled_back" and f"at 10%: {why}" in endpoint.rollout.outcome
+    assert endpoint.versions["2"].state == "rejected"
+
+
+def test_a_step_short_of_requests_past_max_wait_rolls_back_unjudged(world):
+    start_docs_example(world)
+    endpoint = run_traffic(world, rate=1, seconds=700, seed=5, tick=10)
+    assert endpoint.rollout.status == "rolled_back" and "not judged: after 660 s" in endpoint.rollout.outcome
+
+
+def test_a_version_rolled_back_and_deployed_again_is_live_again_at_the_share_the_pin_leaves(world):
+    start_rollout(world)
+    world.tick()
+    world.metrics.serve("2", 30, errors=10)
+    world.metrics.serve("1", 30)
+    world.tick(10.0)
+    world.tick(3.0)
+    assert world.states() == {"1": "live", "2": "rejected"} and world.serving() == {"1"}
+    world.store.update(lambda s: transitions.redeploy(s, "emb", "2"))
+    endpoint = world.tick()
+    assert world.states() == {"1": "live", "2": "live"} and world.serving() == {"1", "2"}
+    assert effective_weights(endpoint) == {"1": 1.0}, "the rollback's pin holds until traffic is handed back"

@@ -1,4 +1,5 @@
-"""Rollout decisions from per-version metrics summed over the fleet, computed by hand."""
+"""Rollout windows from per-version metrics summed over the fleet, computed by hand (the judgement of a window:
+`test_rollout_judge.py`)."""
 
 import pytest
 
@@ -6,13 +7,12 @@ from services.lifecycle.controller.gateway_metrics import HttpGatewayMetrics
 from services.lifecycle.rollout import (
     Snapshot,
     VersionCounters,
+    count_above,
     fleet_window,
-    judge,
     parse_snapshot,
     quantile,
     window,
 )
-from services.lifecycle.state import Rollout
 
 METRICS = """
 serving_endpoint_requests_total{code="200",endpoint="e",version="1"} 90.0
@@ -23,24 +23,6 @@ serving_endpoint_latency_seconds_bucket{endpoint="e",le="0.01",version="1"} 50.0
 serving_endpoint_latency_seconds_bucket{endpoint="e",le="0.02",version="1"} 100.0
 serving_endpoint_latency_seconds_bucket{endpoint="e",le="+Inf",version="1"} 105.0
 """
-
-
-def rollout(**overrides) -> Rollout:
-    values = {
-        "version": "2",
-        "stable": "1",
-        "steps": [10, 100],
-        "dwell": 1,
-        "max_error_rate": 0.05,
-        "max_p99_ratio": 1.5,
-        "min_requests": 10,
-    } | overrides
-    return Rollout(**values)
-
-
-def hist(slow: bool) -> dict[str, float]:
-    """100 requests, 98 under 10 ms; the last 2 within 20 ms (p99 = 15 ms) or, slow, within 50 ms (p99 = 35 ms)."""
-    return {"0.01": 98.0, "0.02": 98.0 if slow else 100.0, "0.05": 100.0, "+Inf": 100.0}
 
 
 def test_parse_counts_requests_5xx_errors_and_buckets_of_one_endpoint():
@@ -69,27 +51,11 @@ def test_window_is_the_difference_and_a_reset_is_noticed():
     assert window(after, before) is None
 
 
-def test_judge_waits_for_enough_requests_then_advances_or_rolls_back():
-    few = Snapshot(versions={"2": VersionCounters(requests=3)})
-    assert judge(rollout(), few).action == "wait"
-    healthy = Snapshot(
-        versions={
-            "2": VersionCounters(requests=100, errors=1, buckets=hist(slow=False)),
-            "1": VersionCounters(requests=100, buckets=hist(slow=False)),
-        }
-    )
-    assert judge(rollout(), healthy).action == "advance"
-    failing = Snapshot(versions={"2": VersionCounters(requests=100, errors=20, buckets=hist(slow=False))})
-    decision = judge(rollout(), failing)
-    assert decision.action == "rollback" and decision.numbers["new_error_rate"] == 0.2
-    slow = Snapshot(
-        versions={
-            "2": VersionCounters(requests=100, buckets=hist(slow=True)),
-            "1": VersionCounters(requests=100, buckets=hist(slow=False)),
-        }
-    )
-    decision = judge(rollout(), slow)
-    assert decision.action == "rollback" and decision.numbers["p99_ratio"] == pytest.approx(35 / 15, abs=1e-3)
+def test_count_above_interpolates_inside_the_bucket():
+    buckets = {"0.01": 50.0, "0.02": 100.0, "+Inf": 105.0}
+    assert count_above(0.015, buckets) == pytest.approx(105 - 75)
+    assert count_above(0.02, buckets) == 5 and count_above(3.0, buckets) == 5, "the +Inf bucket is above any bound"
+    assert count_above(0.0, buckets) == 105
 
 
 def counts(requests: float, errors: float = 0.0) -> Snapshot:

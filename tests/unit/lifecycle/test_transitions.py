@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.common.errors import Conflict, InvalidInput, NotFound
-from services.lifecycle import transitions
+from services.lifecycle import transitions, transitions_rollout
 from services.lifecycle.state import Deployments, EndpointState, VersionState
 from services.triton.repository import MODELS
 from tests.unit.lifecycle.states import POLICY, deployments, rolling
@@ -25,26 +25,39 @@ REFUSALS = [
     pytest.param(
         lambda s: transitions.canary(s, "emb", [1.0], ["3"]),
         Conflict,
-        "3 of 'emb' is not live",
+        "version 3 of 'emb' is still loading .*; try again once it is live",
         id="canary of a loading version",
     ),
     pytest.param(
         lambda s: transitions.canary(s, "emb", [1.0], ["9"]),
         Conflict,
-        "9 of 'emb' is not live",
+        "'emb' has no version 9",
         id="canary of an unknown version",
     ),
     pytest.param(
         lambda s: transitions.start_rollout(s, "emb", "4", **POLICY),
         Conflict,
-        "not deployed",
+        r"version 4 of 'emb' is rejected \(bad\), not live \(live: \['2', '1'\]\); deploy it again first: "
+        r"`serving model redeploy emb --version 4`",
         id="rollout of a rejected version",
     ),
     pytest.param(
         lambda s: transitions.start_rollout(s, "emb", "9", **POLICY),
         Conflict,
-        "not deployed",
+        "'emb' has no version 9 .*`serving model list emb` shows its versions",
         id="rollout of an unknown version",
+    ),
+    pytest.param(
+        lambda s: transitions.redeploy(s, "emb", "2"),
+        Conflict,
+        "version 2 of 'emb' is live already: nothing to deploy again",
+        id="redeploy a live version",
+    ),
+    pytest.param(
+        lambda s: transitions.redeploy(s, "emb", "9"),
+        NotFound,
+        r"'emb' never had version 9 \(it had \['1', '2', '3', '4'\]\); the controller deploys new registry versions",
+        id="redeploy an unknown version",
     ),
     pytest.param(
         lambda s: transitions.remove(s, "emb", "9", 0.0),
@@ -53,22 +66,28 @@ REFUSALS = [
         id="remove an unknown version",
     ),
     pytest.param(
-        lambda s: transitions.start_rollout_step(s, "emb", 1, {}, 0.0),
+        lambda s: transitions_rollout.start_rollout_step(s, "emb", 1, {}, 0.0),
         Conflict,
         "no running rollout",
         id="step without a rollout",
     ),
     pytest.param(
-        lambda s: transitions.promote(s, "emb", {}), Conflict, "no running rollout", id="promote without a rollout"
+        lambda s: transitions_rollout.promote(s, "emb", {}),
+        Conflict,
+        "no running rollout",
+        id="promote without a rollout",
     ),
     pytest.param(
-        lambda s: transitions.roll_back(s, "emb", "r", {}, 0.0),
+        lambda s: transitions_rollout.roll_back(s, "emb", "r", {}, 0.0),
         Conflict,
         "no running rollout",
         id="roll back without a rollout",
     ),
     pytest.param(
-        lambda s: transitions.abandon_rollout(s, "emb"), Conflict, "no running rollout", id="abandon without a rollout"
+        lambda s: transitions_rollout.abandon_rollout(s, "emb"),
+        Conflict,
+        "no running rollout",
+        id="abandon without a rollout",
     ),
 ]
 
@@ -76,6 +95,7 @@ REFUSALS = [
 @pytest.mark.parametrize("change, error, message", REFUSALS)
 def test_a_refusal_raises_its_error_and_changes_nothing(change, error, message):
     state = deployments(("1", "live"), ("2", "live"), ("3", "loading"), ("4", "rejected"))
+    state.endpoints["emb"].versions["4"].reason = "bad"
     before = state.model_dump()
     with pytest.raises(error, match=message):
         change(state)
@@ -105,15 +125,33 @@ def test_an_endpoint_is_created_only_under_a_valid_name(name):
 
 
 def test_a_rollout_needs_another_live_version_to_compare_with():
-    with pytest.raises(Conflict, match="'emb' has no other live version to compare version 1 with"):
+    with pytest.raises(
+        Conflict, match="'emb' has no other version taking traffic to compare version 1 with"
+    ) as refused:
         transitions.start_rollout(deployments(("1", "live")), "emb", "1", **POLICY)
+    assert "`serving model redeploy emb --version N` brings a rejected or removed one back" in str(refused.value)
+
+
+def test_a_rejected_or_removed_version_is_deployed_again_as_a_new_one():
+    state = deployments(("1", "live"), ("2", "rejected"), ("3", "draining"))
+    item = state.endpoints["emb"]
+    item.versions["2"].reason, item.removed = "rolled back at 10%", ["3", "5"]
+    for version in ("2", "3", "5"):
+        transitions.redeploy(state, "emb", version)
+    assert {v: (r.state, r.reason) for v, r in item.versions.items()} == {
+        "1": ("live", None),
+        "2": ("loading", None),
+        "3": ("loading", None),
+        "5": ("loading", None),
+    }
+    assert item.removed == [], "auto-update no longer skips them"
 
 
 def test_a_finished_rollout_takes_no_more_steps():
     state = rolling()
     state.endpoints["emb"].rollout.status = "promoted"
     with pytest.raises(Conflict, match="no running rollout"):
-        transitions.start_rollout_step(state, "emb", 1, {}, 0.0)
+        transitions_rollout.start_rollout_step(state, "emb", 1, {}, 0.0)
 
 
 # --- the admin API's transitions ------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services.common.contract import TensorSpec
-from services.lifecycle import transitions
+from services.lifecycle import transitions, transitions_rollout
 from services.lifecycle.state import VersionState
 from tests.unit.lifecycle.states import deployments, rolling
 
@@ -137,14 +137,14 @@ def test_unloaded_versions_are_forgotten_when_drained_and_kept_when_rejected():
 # --- rollouts -------------------------------------------------------------------------------------------------------
 def test_a_rollout_step_starts_with_its_baseline():
     state = rolling()
-    transitions.start_rollout_step(state, "emb", 1, {"versions": {"2": {"requests": 3.0}}}, now=42.0)
+    transitions_rollout.start_rollout_step(state, "emb", 1, {"versions": {"2": {"requests": 3.0}}}, now=42.0)
     rollout = state.endpoints["emb"].rollout
     assert (rollout.step, rollout.step_started, rollout.baseline) == (1, 42.0, {"versions": {"2": {"requests": 3.0}}})
 
 
 def test_promotion_gives_the_new_version_all_traffic():
     state = rolling(step=2)
-    outcome = transitions.promote(state, "emb", {"new_requests": 30.0})
+    outcome = transitions_rollout.promote(state, "emb", {"new_requests": 30.0})
     endpoint = state.endpoints["emb"]
     assert outcome == 'promoted: {"new_requests": 30.0}'
     assert (endpoint.rollout.status, endpoint.rollout.outcome, endpoint.rollout.baseline) == ("promoted", outcome, None)
@@ -153,7 +153,7 @@ def test_promotion_gives_the_new_version_all_traffic():
 
 def test_a_rollback_sends_traffic_to_the_stable_version_and_rejects_the_new_one():
     state = rolling(step=1)
-    outcome = transitions.roll_back(state, "emb", "error rate 0.300 > 0.01", {"new_error_rate": 0.3}, now=9.0)
+    outcome = transitions_rollout.roll_back(state, "emb", "error rate 0.300 > 0.01", {"new_error_rate": 0.3}, now=9.0)
     endpoint = state.endpoints["emb"]
     assert outcome == 'rolled back at 50%: error rate 0.300 > 0.01 {"new_error_rate": 0.3}'
     rollout = endpoint.rollout
@@ -166,13 +166,13 @@ def test_a_rollback_sends_traffic_to_the_stable_version_and_rejects_the_new_one(
 def test_a_rollback_of_a_version_already_gone_only_moves_traffic():
     state = rolling()
     del state.endpoints["emb"].versions["2"]
-    transitions.roll_back(state, "emb", "r", {}, now=1.0)
+    transitions_rollout.roll_back(state, "emb", "r", {}, now=1.0)
     assert state.endpoints["emb"].weights == {"1": 1.0} and "2" not in state.endpoints["emb"].versions
 
 
 def test_a_rollout_whose_version_was_rejected_at_deployment_ends_with_traffic_where_it_was():
     state = rolling(weights={"1": 1.0})
-    outcome = transitions.abandon_rollout(state, "emb")
+    outcome = transitions_rollout.abandon_rollout(state, "emb")
     endpoint = state.endpoints["emb"]
     assert outcome == "version 2 was rejected at deployment"
     assert (endpoint.rollout.status, endpoint.rollout.outcome) == ("rolled_back", outcome)

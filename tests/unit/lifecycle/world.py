@@ -7,6 +7,7 @@ import numpy as np
 
 from services.lifecycle import transitions
 from services.lifecycle.controller import Controller
+from services.lifecycle.routing import effective_weights
 from services.lifecycle.settings import ControllerSettings
 from services.lifecycle.state import DeploymentStore, EndpointState
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
@@ -50,3 +51,21 @@ class World:
 
     def serving(self) -> set[str]:
         return {v for m, v in self.triton.loaded if m == "emb"}
+
+
+def run_traffic(world: World, rate: float, seconds: int, seed: int, fails: float = 0.0, slower: float = 1.0, tick=1):
+    """`rate` requests a second for `seconds`, split by the endpoint's shares as the gateways split them, a tick of
+    the controller every `tick` seconds: both versions' latencies around 8 ms with a long tail (log-normal, sigma
+    0.6), the new version's `slower` times, a share `fails` of its requests 5xx. Stops once the rollout has ended."""
+    rng = np.random.default_rng(seed)
+    for _ in range(seconds // tick):
+        endpoint = world.tick(tick)
+        if endpoint.rollout.status != "running":
+            return endpoint
+        for version, share in effective_weights(endpoint).items():
+            n = rng.poisson(rate * share * tick)
+            scale = slower if version == "2" else 1.0
+            world.metrics.observe(
+                version, scale * rng.lognormal(np.log(0.008), 0.6, n), rng.binomial(n, fails * (version == "2"))
+            )
+    return world.endpoint()

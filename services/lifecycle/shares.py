@@ -1,0 +1,76 @@
+"""Why each version of an endpoint gets the traffic share it gets, in words (`serving model list`'s "why" column):
+the precedence of `routing.effective_weights`, told version by version; and, where shares are fixed by version, the
+command that hands traffic back to the newest live version."""
+
+from __future__ import annotations
+
+from services.lifecycle.deployments import RolloutPolicy
+from services.lifecycle.state import EndpointState
+
+
+def hand_back(name: str, endpoint: EndpointState) -> str | None:
+    """The command that gives all traffic back to the newest live version, where a canary split or a finished
+    rollout fixed the shares by version; None where the newest already gets it by default."""
+    if not endpoint.weights or (endpoint.rollout and endpoint.rollout.status == "running"):
+        return None
+    return f"serving model canary {name} --newest 1 --weights 1"
+
+
+def arrivals(policy: RolloutPolicy | None) -> str:
+    """What a new registry version gets once live, under auto-update's `policy` (None: no policy)."""
+    if policy is None:
+        return "take all traffic once live (no rollout policy: `serving model auto-update --rollout` sets one)"
+    steps = ",".join(map(str, policy.steps))
+    return (
+        f"rolled out while another version serves: steps {steps}%, dwell {policy.dwell:g} s, max error rate "
+        f"{policy.max_error_rate:g}, max p99 ratio {policy.max_p99_ratio:g}, {policy.min_requests} requests a step"
+    )
+
+
+def share_reasons(name: str, endpoint: EndpointState) -> dict[str, str]:
+    """version -> why it gets its share (or none)."""
+    reasons = {}
+    live = endpoint.live()
+    for version, record in endpoint.versions.items():
+        if record.state == "live":
+            reasons[version] = _live_reason(name, endpoint, version, live)
+        elif record.state == "draining":
+            reasons[version] = "draining: no new traffic, unloaded after the drain period"
+        elif record.state == "loading":
+            reasons[version] = "loading: no traffic until its checks pass"
+        else:
+            reasons[version] = f"rejected: no traffic; `serving model redeploy {name} --version {version}` retries it"
+    return reasons
+
+
+def _live_reason(name: str, endpoint: EndpointState, version: str, live: list[str]) -> str:
+    rollout = endpoint.rollout
+    if rollout and rollout.status == "running" and {rollout.version, rollout.stable} <= set(live):
+        step = f"step {rollout.step + 1} of {len(rollout.steps)}"
+        if version == rollout.version:
+            return f"rollout: {step}, {rollout.steps[rollout.step]}% to it"
+        if version == rollout.stable:
+            return f"rollout: {step}, the stable version keeps the rest"
+        return f"rollout of version {rollout.version} under way: none"
+    if endpoint.weights:
+        return _pinned(endpoint, version)
+    if endpoint.newest_weights:
+        rank = live.index(version)
+        if rank < len(endpoint.newest_weights):
+            return f"canary over the newest {len(endpoint.newest_weights)}: number {rank + 1}"
+        return f"canary over the newest {len(endpoint.newest_weights)}: not among them"
+    if version == live[0]:
+        return "newest live version: takes all"
+    return f"older than version {live[0]}, the newest, which takes all"
+
+
+def _pinned(endpoint: EndpointState, version: str) -> str:
+    """Shares set by version: a canary split, or the pin a finished rollout left."""
+    rollout = endpoint.rollout
+    if rollout and rollout.status == "promoted" and endpoint.weights == {rollout.version: 1.0}:
+        pin = f"pinned by the promoted rollout of version {rollout.version}"
+    elif rollout and rollout.status == "rolled_back" and endpoint.weights == {rollout.stable: 1.0}:
+        pin = f"pinned by the rollback of version {rollout.version}"
+    else:
+        return "in the canary split" if version in endpoint.weights else "not in the canary split: none"
+    return f"{pin}: takes all" if version in endpoint.weights else f"{pin}: none"

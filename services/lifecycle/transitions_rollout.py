@@ -1,0 +1,59 @@
+"""The rules that move a running rollout on, as functions of the deployment state (the controller applies them under
+the state's lock, as every rule of `transitions`); a rollout that is no longer running is a Conflict."""
+
+from __future__ import annotations
+
+import json
+
+from services.common.errors import Conflict
+from services.lifecycle.state import Deployments, Rollout
+from services.lifecycle.transitions import REJECTED, endpoint
+
+
+def start_rollout_step(state: Deployments, name: str, step: int, baseline: dict, now: float) -> None:
+    """Step `step` starts now; `baseline` (a `rollout.Snapshot`) is what its window is measured from."""
+    rollout = _running(state, name)
+    rollout.step, rollout.step_started, rollout.baseline, rollout.waiting = step, now, baseline, None
+
+
+def note_waiting(state: Deployments, name: str, waiting: str) -> None:
+    """The step's dwell is over and it waits for `waiting` (words: which requests it lacks)."""
+    _running(state, name).waiting = waiting
+
+
+def abandon_rollout(state: Deployments, name: str) -> str:
+    """The new version was rejected at deployment: the rollout ends with traffic where it was. Returns the outcome."""
+    rollout = _running(state, name)
+    return _end(rollout, "rolled_back", f"version {rollout.version} was rejected at deployment")
+
+
+def promote(state: Deployments, name: str, numbers: dict) -> str:
+    """The last step passed: the new version takes all traffic. Returns the outcome."""
+    item = endpoint(state, name)
+    rollout = _running(state, name)
+    item.weights = {rollout.version: 1.0}
+    return _end(rollout, "promoted", f"promoted: {json.dumps(numbers)}")
+
+
+def roll_back(state: Deployments, name: str, reason: str, numbers: dict, now: float) -> str:
+    """A step failed: all traffic back to the stable version, the new one rejected and drained. Returns the outcome."""
+    item = endpoint(state, name)
+    rollout = _running(state, name)
+    outcome = f"rolled back at {rollout.steps[rollout.step]}%: {reason} {json.dumps(numbers)}"
+    item.weights = {rollout.stable: 1.0}
+    if rollout.version in item.versions:
+        record = item.versions[rollout.version]
+        record.state, record.reason, record.drain_started = REJECTED, outcome, now
+    return _end(rollout, "rolled_back", outcome)
+
+
+def _running(state: Deployments, name: str) -> Rollout:
+    rollout = endpoint(state, name).rollout
+    if rollout is None or rollout.status != "running":
+        raise Conflict(f"'{name}' has no running rollout")
+    return rollout
+
+
+def _end(rollout: Rollout, status: str, outcome: str) -> str:
+    rollout.status, rollout.outcome, rollout.baseline, rollout.waiting = status, outcome, None, None
+    return outcome

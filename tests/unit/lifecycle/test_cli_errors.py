@@ -1,0 +1,78 @@
+"""`serving model ...` refusals as a person reads them, over a real socket: the gateway's message and what to do
+next, never a bare HTTP status code."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from typer.testing import CliRunner
+
+from services.cli import app
+
+ANSWERS = {
+    "/admin/endpoints/sentiment/rollout": (
+        409,
+        {
+            "error": {
+                "message": "version 2 of 'sentiment' is rejected (rolled back), not live (live: ['1']); deploy "
+                "it again first: `serving model redeploy sentiment --version 2`"
+            }
+        },
+    ),
+    "/admin/endpoints/sentiment/versions/7/redeploy": (
+        404,
+        {"error": {"message": "'sentiment' never had version 7 (it had ['1', '2'])"}},
+    ),
+    "/admin/endpoints/locked/versions/1/redeploy": (401, {"error": {"message": "missing or wrong bearer token"}}),
+    "/admin/endpoints/ok/rollout": (200, {"endpoint": "ok", "rollout": {"dwell": 60, "min_requests": 200}}),
+}
+
+
+class Gateway(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - the stdlib's name
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        status, body = ANSWERS[self.path]
+        answer = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def gateway():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize(
+    "command, says",
+    [
+        (["rollout", "sentiment", "--version", "2"], "deploy it again first: `serving model redeploy sentiment"),
+        (["redeploy", "sentiment", "--version", "7"], "`serving model list` shows the deployed endpoints"),
+        (["redeploy", "locked", "--version", "1"], "missing or wrong bearer token; pass the gateway's admin token"),
+    ],
+)
+def test_a_refusal_says_what_to_do_next_without_a_status_code(gateway, command, says):
+    result = CliRunner().invoke(app, ["model", *command, "--url", gateway, "--token", "t"])
+    output = " ".join(result.output.split())
+    assert result.exit_code != 0 and says in output, output
+    assert not re.search(r"\b(401|404|409)\b", output), output
+
+
+def test_a_started_rollout_says_when_it_is_judged_and_where_to_follow_it(gateway):
+    result = CliRunner().invoke(app, ["model", "rollout", "ok", "--version", "2", "--url", gateway, "--token", "t"])
+    assert result.exit_code == 0, result.output
+    assert "once both versions answered 200 requests; `serving model list ok` says where it stands" in " ".join(
+        result.stderr.split()
+    )
