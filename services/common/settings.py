@@ -140,7 +140,7 @@ class ApiSettings(BaseSettings):
     """Seconds a request may take in the server, unless the caller's `x-request-timeout` header asks for less; past
     it, 504 and its work is dropped (`services.api.lifetime`)."""
     completion_log_sample: float = Field(0.1, ge=0.0, le=1.0)
-    """Share of successful inference requests that write their completion line (`services.api.middleware`); every
+    """Share of successful inference requests that write their completion line (`services.api.edge`); every
     error (status >= 400) writes one whatever this says. A JSON line costs ~57 us of a worker's CPU: every request
     writing one cost 16.6% of the tiny model's saturated throughput (closed loop, median of 3 interleaved pairs), so
     by default one in ten; 1 makes every 2xx findable by `serving logs --request-id`."""
