@@ -4,7 +4,8 @@ Each gunicorn service is started with PROMETHEUS_MULTIPROC_DIR in its environmen
 `services.stacks.http_service`, or the gateway image); each worker writes its samples to files there and `/metrics`
 merges them (prometheus-client multiprocess mode). Without it (an app served in-process, as in the unit tests) the
 metrics live in this process's default registry. Histograms are cumulative Prometheus histograms, so
-`histogram_quantile` works across workers.
+`histogram_quantile` works across workers. What every request records goes through the process's tally
+(`observability.tally`), one write per series per flush.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -28,6 +27,7 @@ from prometheus_client import (
 )
 
 from observability import tracing
+from observability.tally import TALLY, Flusher
 
 # In multiprocess mode every sample write asks os.getpid() (a system call) to notice a fork. On this kind of VM that
 # was about 13% of a gateway worker's CPU time; the pid is cached and refreshed in the child after every fork instead.
@@ -42,6 +42,8 @@ def _refresh_pid() -> None:
 os.register_at_fork(after_in_child=_refresh_pid)
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     values.ValueClass = values.MultiProcessValue(process_identifier=lambda: _pid)
+
+REGISTRY.register(Flusher())  # ahead of the metrics below: a read of the registry sees what was tallied
 
 # From 100 us to 30 s: fine enough for a tokenizer stage and for a saturated server's queueing; 30 s is also the
 # load generator's default request timeout. The one latency ladder of the project: the load generator's histogram
@@ -144,24 +146,27 @@ ENDPOINT_LATENCY = Histogram(
 )
 
 
-@contextmanager
-def endpoint_request(endpoint: str, version: str) -> Iterator[None]:
+class endpoint_request:
     """Count and time one request answered by `version` of `endpoint`, with the status it ends with; one cancelled
     (its client gone, its deadline passed: `services.api.lifetime`) as 499, not as the version's failure."""
-    start = time.perf_counter()
-    code = "500"
-    try:
-        yield
-        code = "200"
-    except Exception as exc:
-        code = str(getattr(exc, "status_code", 500))
-        raise
-    except asyncio.CancelledError:
-        code = "499"
-        raise
-    finally:
-        child(ENDPOINT_REQUESTS, endpoint, version, code).inc()
-        child(ENDPOINT_LATENCY, endpoint, version).observe(time.perf_counter() - start)
+
+    __slots__ = ("labels", "start")
+
+    def __init__(self, endpoint: str, version: str):
+        self.labels = (endpoint, version)
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is None:
+            code = "200"
+        elif issubclass(kind, Exception):
+            code = str(getattr(error, "status_code", 500))
+        else:
+            code = "499" if issubclass(kind, asyncio.CancelledError) else "500"
+        TALLY.inc(child(ENDPOINT_REQUESTS, *self.labels, code))
+        TALLY.observe(child(ENDPOINT_LATENCY, *self.labels), time.perf_counter() - self.start)
 
 
 # Built-in input and output statistics per endpoint and version (services.monitoring.builtin).
@@ -210,23 +215,34 @@ def child(metric, *labels: str):
     return found
 
 
-@contextmanager
-def stage(name: str) -> Iterator[None]:
+class stage:
     """Time one stage of a request into `serving_stage_duration_seconds{stage=name}`; in a sampled trace the stage
     is also a span of that name, the unit of `serving analyze`'s decomposition."""
-    start = time.perf_counter()
-    try:
+
+    __slots__ = ("name", "start", "span")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.span = None
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
         if tracing.tracing_enabled() and tracing.current_span_sampled():
-            with tracing.get_tracer("serving.stages").start_as_current_span(name):
-                yield
-        else:
-            yield
-    finally:
-        child(STAGE_LATENCY, name).observe(time.perf_counter() - start)
+            self.span = tracing.get_tracer("serving.stages").start_as_current_span(self.name)
+            self.span.__enter__()
+
+    def __exit__(self, kind, error, traceback) -> None:
+        try:
+            if self.span is not None:
+                self.span.__exit__(kind, error, traceback)
+        finally:
+            TALLY.observe(child(STAGE_LATENCY, self.name), time.perf_counter() - self.start)
 
 
 def merged_registry() -> CollectorRegistry:
-    """What `/metrics` shows: every worker's samples merged in multiprocess mode, else this process's registry."""
+    """What `/metrics` shows: every worker's samples merged in multiprocess mode (this worker's tallies flushed
+    first), else this process's registry."""
+    TALLY.flush()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)

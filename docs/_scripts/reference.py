@@ -30,7 +30,7 @@ import json, sys
 from fastapi import FastAPI
 from {module} import create_app
 app = create_app()
-while not isinstance(app, FastAPI):  # the ASGI middleware around the FastAPI app
+while not isinstance(app, FastAPI):  # the edge and the /serve door around the FastAPI app
     app = app.app
 json.dump(app.openapi(), sys.stdout)
 """

@@ -10,9 +10,10 @@ Past the in-flight bound a request gets 429, past the reading bound 503 (and the
 not be read), both with Retry-After and before anything else is spent: no body parsed, no route resolved, the answer
 encoded once per worker, only the request id spliced in. Under overload most requests are refused, so what a
 refusal costs is capacity taken from the admitted ones (measured by `loadtest overload`). A body that arrives in one
-read (nearly all do) is there when the request reaches this middleware, which takes or refuses its slot at once; a
-body that comes in several is admitted when the handler reads its last chunk, and refused there with `Overloaded`,
-which the handler answers like its other errors.
+read (nearly all do) is there when the request reaches the gate, which takes or refuses its slot at once; a body
+that comes in several is admitted when the handler reads its last chunk, and refused there with `Overloaded`, which
+the handler answers like its other errors. The gate is a step of the edge (`services.api.edge`), after the API key
+and before the request's lifetime.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import orjson
 
 from observability import metrics
 from observability.logging import request_id_var
-from services.api.paths import is_inference
+from observability.tally import TALLY
 from services.common.errors import Overloaded
 
 _GONE = (
@@ -51,9 +52,10 @@ class _Refusal:
         await send({"type": "http.response.body", "body": body})
 
 
-class AdmissionMiddleware:
-    def __init__(self, app, limit: int, reading_limit: int | None = None, retry_after: int = 1):
-        self.app = app
+class Gate:
+    """One per worker: the requests reading their bodies and those in flight, and the two refusals."""
+
+    def __init__(self, limit: int, reading_limit: int | None = None, retry_after: int = 1):
         self.limit = limit
         self.reading_limit = 4 * limit if reading_limit is None else reading_limit
         self.inflight = 0
@@ -74,9 +76,8 @@ class AdmissionMiddleware:
             close=True,
         )
 
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or not is_inference(scope["method"], scope["path"]):
-            return await self.app(scope, receive, send)
+    async def admit(self, app, scope, receive, send) -> None:
+        """Run the inference request through `app` once admitted; refuse it (429, 503) or drop it (client gone)."""
         if self.reading >= self.reading_limit:
             return await self.crowded.send(send)
         arrival = _Arrival(self, receive)
@@ -90,7 +91,7 @@ class AdmissionMiddleware:
             if not first.get("more_body", False) and not arrival.arrived():
                 return await self.busy.send(send)
             arrival.first = first
-            await self.app(scope, arrival.receive, send)
+            await app(scope, arrival.receive, send)
         finally:
             arrival.leave()
 
@@ -100,7 +101,7 @@ class _Arrival:
 
     __slots__ = ("gate", "upstream", "first", "reading", "inflight")
 
-    def __init__(self, gate: AdmissionMiddleware, receive):
+    def __init__(self, gate: Gate, receive):
         self.gate = gate
         self.upstream = receive
         self.first: dict | None = None
@@ -129,7 +130,7 @@ class _Arrival:
             return False
         self.inflight = True
         gate.inflight += 1
-        metrics.INFLIGHT.inc()
+        TALLY.inc(metrics.INFLIGHT)
         return True
 
     def leave(self) -> None:
@@ -140,4 +141,4 @@ class _Arrival:
         if self.inflight:
             self.inflight = False
             gate.inflight -= 1
-            metrics.INFLIGHT.dec()
+            TALLY.inc(metrics.INFLIGHT, -1.0)

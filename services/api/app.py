@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -11,16 +12,17 @@ from fastapi import APIRouter, FastAPI
 
 from observability import metrics
 from observability.logging import setup_logging
+from observability.tally import TALLY, flush_while
 from observability.tracing import setup_tracing, shutdown_tracing
 from services.api import fastpath, routes, v2
-from services.api.admission import AdmissionMiddleware
-from services.api.auth import ApiKeyMiddleware, load_keys
+from services.api.admission import Gate
+from services.api.auth import ApiKeys, load_keys
 from services.api.dataplane import DataPlane
 from services.api.docs import install_docs
+from services.api.edge import Edge
 from services.api.errors import install_error_handlers
 from services.api.fastpath import ServeFastPath
-from services.api.lifetime import RequestLifetime
-from services.api.middleware import ObservabilityMiddleware
+from services.api.lifetime import Lifetimes
 from services.api.protocol import LIMITS_KEY, HttpLimits
 from services.common.backend import EndpointResolver, InferenceBackend, NoConfiguredEndpoints, ServedModel
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest
@@ -71,8 +73,8 @@ def create_app(
     builtin_required: bool = True,
     routers: tuple[APIRouter, ...] = (),
 ):
-    """The ASGI app a server runs: observability outermost, then API keys, admission, the request's lifetime
-    (deadline, client gone), the /serve fast path, then FastAPI."""
+    """The ASGI app a server runs: the edge (request id, API keys, admission, the request's lifetime, access
+    metrics: `services.api.edge`), the /serve fast path, then FastAPI."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
     share = settings.completion_log_sample  # `serving logs --request-id` reads it back when it finds no line
@@ -95,11 +97,14 @@ def create_app(
         dataplane = DataPlane(settings, builtin, stack.backend, stack.endpoints)
         app.state.dataplane = dataplane
         await dataplane.warm_up()
+        flusher = asyncio.get_running_loop().create_task(flush_while())  # the metrics tally, while requests run
         try:
             # the lifespan state reaches every connection's protocol: the limits it enforces before any ASGI code runs
             yield {LIMITS_KEY: HttpLimits(settings.max_header_bytes, settings.read_timeout)}
         finally:
             dataplane.ready = False
+            flusher.cancel()
+            TALLY.flush()
             await monitor.stop()
             await stack.endpoints.stop()
             await stack.backend.stop()
@@ -113,9 +118,12 @@ def create_app(
     for extra in routers:
         app.include_router(extra)
     install_error_handlers(app)
-    watched = RequestLifetime(ServeFastPath(app), settings.request_timeout)  # deadline, client gone
-    inner = AdmissionMiddleware(watched, settings.max_inflight, settings.max_reading)
     keys = load_keys(settings)
-    if keys:
-        inner = ApiKeyMiddleware(inner, keys, settings.protect_metrics)
-    return ObservabilityMiddleware(inner, service_name=service_name, completion_sample=settings.completion_log_sample)
+    return Edge(
+        ServeFastPath(app),
+        service_name,
+        Gate(settings.max_inflight, settings.max_reading),
+        Lifetimes(settings.request_timeout),
+        ApiKeys(keys, settings.protect_metrics) if keys else None,
+        settings.completion_log_sample,
+    )

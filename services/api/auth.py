@@ -49,14 +49,15 @@ def _keys_in(path: Path, setting: str) -> list[str]:
     return keys
 
 
-class ApiKeyMiddleware:
-    def __init__(self, app, keys: list[bytes], protect_metrics: bool):
-        self.app = app
+class ApiKeys:
+    """The keys, and the path prefixes they guard: a step of the edge (`services.api.edge`)."""
+
+    def __init__(self, keys: list[bytes], protect_metrics: bool):
         self.keys = keys
         self.prefixes = PROTECTED + ((METRICS,) if protect_metrics else ())
 
-    def allowed(self, scope) -> bool:
-        header = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+    def allowed(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        header = next((v for k, v in headers if k == b"authorization"), b"")
         scheme, _, given = header.partition(b" ")
         if scheme.lower() != b"bearer":
             return False
@@ -64,10 +65,8 @@ class ApiKeyMiddleware:
         # every key compared, so the time taken says nothing about which one (or how much of one) matched
         return sum(hmac.compare_digest(given, key) for key in self.keys) > 0
 
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"].startswith(self.prefixes) and not self.allowed(scope):
-            error = Unauthorized("send an API key as 'Authorization: Bearer <key>' (the openai client's api_key)")
-            response = error_response(error)
-            response.headers["WWW-Authenticate"] = "Bearer"
-            return await response(scope, receive, send)
-        return await self.app(scope, receive, send)
+    async def refuse(self, scope, receive, send) -> None:
+        error = Unauthorized("send an API key as 'Authorization: Bearer <key>' (the openai client's api_key)")
+        response = error_response(error)
+        response.headers["WWW-Authenticate"] = "Bearer"
+        await response(scope, receive, send)

@@ -22,7 +22,7 @@ from fastapi import Path as FastAPIPath
 from starlette.responses import Response
 
 from services.api import paths
-from services.api.body import read_body
+from services.api.body import read_body, whole_body
 from services.api.dataplane import Answer, DataPlane
 from services.api.errors import internal_error_response, logged_error_response
 from services.api.openapi import INFERENCE_ERRORS, OK, SERVE_BODY
@@ -31,8 +31,11 @@ from services.common.errors import ServingError
 
 log = logging.getLogger(__name__)
 
+_DEVICE_HEADER = DEVICE_HEADER.encode()
 CANARY_KEY_HEADER = "x-canary-key"
 """A caller's key: the same key stays on the same version while an endpoint's traffic is split."""
+_READ = {name.encode(): name for name in ("content-length", "content-encoding", "content-type", CANARY_KEY_HEADER)}
+"""The request headers the door reads (the body's framing and encoding, its type, the canary key)."""
 
 
 def respond(answer: Answer) -> Response:
@@ -41,6 +44,32 @@ def respond(answer: Answer) -> Response:
     if answer.device is not None:
         headers[DEVICE_HEADER] = answer.device
     return Response(answer.body, media_type="application/json", headers=headers)
+
+
+def _messages(answer: Answer) -> tuple[dict, dict]:
+    """`respond(answer)` as the two ASGI messages it sends (the same headers, in the same order), without building
+    a Response."""
+    headers = [
+        (b"x-model-name", answer.model.encode("latin-1")),
+        (b"x-model-version", answer.version.encode("latin-1")),
+    ]
+    if answer.device is not None:
+        headers.append((_DEVICE_HEADER, answer.device.encode("latin-1")))
+    headers += [(b"content-length", b"%d" % len(answer.body)), (b"content-type", b"application/json")]
+    return {"type": "http.response.start", "status": 200, "headers": headers}, {
+        "type": "http.response.body",
+        "body": answer.body,
+    }
+
+
+async def _chunks(first: dict, receive):
+    """The body's chunks, from its `first` message on, until its last or the client's disconnect."""
+    message = first
+    while message["type"] != "http.disconnect":
+        yield message.get("body", b"")
+        if not message.get("more_body", False):
+            return
+        message = await receive()
 
 
 class ServeFastPath:
@@ -54,31 +83,29 @@ class ServeFastPath:
         dataplane: DataPlane | None = getattr(self.app.state, "dataplane", None)
         if dataplane is None:
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-
-        async def chunks():
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return
-                yield message.get("body", b"")
-                if not message.get("more_body", False):
-                    return
+        headers = {_READ[k]: v.decode("latin-1") for k, v in scope["headers"] if k in _READ}
+        limit = dataplane.settings.max_body_bytes
 
         async def read() -> bytes:
-            return await read_body(chunks(), headers, dataplane.settings.max_body_bytes)
+            first = await receive()
+            if first["type"] == "http.request" and not first.get("more_body", False):
+                return whole_body(first.get("body", b""), headers, limit)
+            return await read_body(_chunks(first, receive), headers, limit)
 
         endpoint, version = target
         try:
             answer = await dataplane.serve(
                 endpoint, version, read, headers.get(CANARY_KEY_HEADER), headers.get("content-type")
             )
-            response = respond(answer)
+            start, body = _messages(answer)
         except ServingError as exc:
             response = logged_error_response("POST", scope["path"], exc)
         except Exception:
             log.exception("unhandled error on POST %s", scope["path"])
             response = internal_error_response()
+        else:
+            await send(start)
+            return await send(body)
         await response(scope, receive, send)
 
 

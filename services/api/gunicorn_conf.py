@@ -18,7 +18,8 @@ class ServingWorker(UvicornWorker):
     """uvicorn's fastest loop and parser by name (not "auto": a missing one fails the start instead of falling back
     silently), the parser's protocol with a header size limit and a read deadline (`services.api.protocol`), and
     uvicorn's access log only when gunicorn's is asked for (`--access-logfile`): a log line per request took ~6% of a
-    gateway worker at saturation."""
+    gateway worker at saturation. Without the access log, uvicorn's proxy-headers layer is left out too: the
+    client's address it rewrites from `X-Forwarded-For` is read by nothing else (docs/decisions/request-path.md)."""
 
     CONFIG_KWARGS = {"loop": "uvloop", "http": GuardedHttpToolsProtocol}
 
@@ -28,6 +29,7 @@ class ServingWorker(UvicornWorker):
             access = logging.getLogger("uvicorn.access")
             access.handlers = []
             access.propagate = False
+            self.config.proxy_headers = False  # read when the server loads the app, after this
 
 
 worker_class = "services.api.gunicorn_conf.ServingWorker"

@@ -30,7 +30,6 @@ import logging
 import time
 
 from services.api.errors import error_response
-from services.api.paths import is_inference
 from services.common.deadline import deadline_var
 from services.common.errors import BadRequest, DeadlineExceeded
 
@@ -71,18 +70,17 @@ def _route(scope) -> tuple[str, str]:
     return scope["method"], scope["path"]
 
 
-class RequestLifetime:
-    """Pure-ASGI middleware around the inference routes (inside admission: only admitted requests are watched)."""
+class Lifetimes:
+    """One per worker: the inference requests running, watched by one timer. A step of the edge
+    (`services.api.edge`), after admission: only admitted requests are watched."""
 
-    def __init__(self, app, default_timeout: float):
-        self.app = app
+    def __init__(self, default_timeout: float):
         self.default_timeout = default_timeout
         self.active: set[_Watch] = set()
         self._ticker: asyncio.TimerHandle | None = None
 
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or not is_inference(scope["method"], scope["path"]):
-            return await self.app(scope, receive, send)
+    async def run(self, app, scope, receive, send) -> None:
+        """The request through `app` under its deadline, ended when its client leaves."""
         try:
             asked = requested_timeout(scope["headers"])
         except BadRequest as exc:
@@ -94,7 +92,7 @@ class RequestLifetime:
             self._ticker = asyncio.get_running_loop().call_later(TICK, self._tick)
         token = deadline_var.set(watch.deadline)
         try:
-            await self.app(scope, watch.receive, watch.send)
+            await app(scope, watch.receive, watch.send)
         except asyncio.CancelledError:
             if watch.ending is None:
                 raise  # not this request's end: the server's (shutdown)

@@ -1,6 +1,6 @@
 """The serving API's route table, the one place that knows it: the route declarations (`fastpath`, `routes`, `v2`)
 take their paths from here, and every rule that sorts requests by path asks here: which requests run a model
-(admission bounds only those), which need an API key (auth), the route label of the access metrics (middleware), and
+(admission bounds only those), which need an API key (auth), the route label of the access metrics (the edge), and
 the endpoint and version a `/serve` path names (the fast path)."""
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ import numpy as np
 
 from observability import metrics
 from observability.metrics import stage
+from observability.tally import TALLY
 from observability.tracing import current_span_sampled, record_span
 from services.api.budget import TokenBudget, estimate
 from services.api.coalesce import Coalescer, Job, encode_jobs, fail_jobs, tokenize_jobs
@@ -83,7 +84,7 @@ class Predictor:
                 f"{len(texts)} texts in one request; the limit is {settings.max_texts}: split the request"
             )
         truncate = settings.truncate if truncate is None else truncate
-        metrics.child(metrics.TEXTS_PER_REQUEST, model.endpoint, model.version).observe(len(texts))
+        TALLY.observe(metrics.child(metrics.TEXTS_PER_REQUEST, model.endpoint, model.version), len(texts))
         tokens = estimate(texts, model.tokenizer.max_length)
         chars = sum(map(len, texts))
         lease = self.budget.take(tokens) or await self.budget.queue(tokens)
@@ -113,9 +114,9 @@ class Predictor:
             else:
                 parts = [await model.backend.infer(encoded.rows(i, i + step)) for i in range(0, rows, step)]
                 outputs = np.concatenate(parts)
-        metrics.TOKENS.inc(sum(encoded.token_counts))
+        TALLY.inc(metrics.TOKENS, sum(encoded.token_counts))
         if any(encoded.truncated):
-            metrics.TRUNCATED.inc(sum(encoded.truncated))
+            TALLY.inc(metrics.TRUNCATED, sum(encoded.truncated))
         record_prediction(model, outputs, encoded.token_counts, encoded.truncated)
         return outputs
 
@@ -139,7 +140,7 @@ class Predictor:
 
             async def infer(encoded):
                 outputs = await self._run(alive(), encoded)  # alive: the callers riding this batch hold it
-                metrics.COALESCED_TEXTS.observe(len(encoded.token_counts))
+                TALLY.observe(metrics.COALESCED_TEXTS, len(encoded.token_counts))
                 return outputs
 
             settings = self.settings

@@ -141,8 +141,8 @@ class ApiSettings(BaseSettings):
     """Seconds a request may take in the server, unless the caller's `x-request-timeout` header asks for less; past
     it, 504 and its work is dropped (`services.api.lifetime`)."""
     completion_log_sample: float = Field(0.1, ge=0.0, le=1.0)
-    """Share of successful inference requests that write their completion line; every error (status >= 400) writes
-    one whatever this says; 1 makes every 2xx findable by `serving logs --request-id`
+    """Share of successful inference requests that write their completion line (`services.api.edge`); every error
+    (status >= 400) writes one whatever this says; 1 makes every 2xx findable by `serving logs --request-id`
     (docs/decisions/completion-lines.md)."""
 
     @model_validator(mode="after")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from observability import metrics
+from observability.metrics import child
+from observability.tally import TALLY
 from services.common.backend import ServedModel
 from services.common.outputs import softmax
 
@@ -20,21 +22,17 @@ def record_prediction(
     truncated: list[bool],
 ) -> None:
     endpoint, version = model.endpoint, model.version
-    lengths = metrics.TOKEN_LENGTH.labels(endpoint, version)
-    for count in token_counts:
-        lengths.observe(count)
-    metrics.ENDPOINT_TEXTS.labels(endpoint, version).inc(len(token_counts))
-    metrics.ENDPOINT_TRUNCATED.labels(endpoint, version).inc(sum(truncated))  # 0 too: the rate has a series
+    TALLY.observe_many(child(metrics.TOKEN_LENGTH, endpoint, version), token_counts)
+    TALLY.inc(child(metrics.ENDPOINT_TEXTS, endpoint, version), len(token_counts))
+    TALLY.inc(child(metrics.ENDPOINT_TRUNCATED, endpoint, version), sum(truncated))  # its series exists: 0 too
     if model.manifest.task == "classification":
         probabilities = softmax(np.asarray(outputs, dtype=np.float64))
         labels = model.manifest.labels or [str(i) for i in range(probabilities.shape[-1])]
         best = probabilities.argmax(axis=-1)
         top = probabilities.max(axis=-1)
         for index, score in zip(best, top, strict=True):
-            metrics.PREDICTED_LABEL.labels(endpoint, version, labels[index]).inc()
-            metrics.TOP_SCORE.labels(endpoint, version).observe(float(score))
+            TALLY.inc(child(metrics.PREDICTED_LABEL, endpoint, version, labels[index]))
+            TALLY.observe(child(metrics.TOP_SCORE, endpoint, version), float(score))
     else:
         norms = np.linalg.norm(np.asarray(outputs, dtype=np.float64).reshape(len(token_counts), -1), axis=1)
-        histogram = metrics.EMBEDDING_NORM.labels(endpoint, version)
-        for norm in norms:
-            histogram.observe(float(norm))
+        TALLY.observe_many(child(metrics.EMBEDDING_NORM, endpoint, version), norms.tolist())

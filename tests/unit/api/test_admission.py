@@ -4,13 +4,21 @@ their own (503); health and metrics are never bounded; slots are freed when thei
 
 import asyncio
 import contextlib
+from functools import partial
 
 import orjson
 import pytest
 
 from observability.logging import request_id_var
-from services.api.admission import AdmissionMiddleware
+from services.api.admission import Gate
+from services.api.edge import Edge
+from services.api.lifetime import Lifetimes
 from services.api.paths import is_inference
+
+
+def gated(app, limit: int, reading_limit: int | None = None, retry_after: int = 1) -> Edge:
+    """The edge with these admission bounds in front of `app` (the gate is `.gate`)."""
+    return Edge(app, "unit", Gate(limit, reading_limit, retry_after), Lifetimes(60.0))
 
 
 class HeldApp:
@@ -74,10 +82,10 @@ def test_only_inference_routes_are_bounded(method, path, bounded):
 def test_past_the_bound_requests_are_refused_cheaply_and_slots_come_back():
     async def scenario():
         inner = HeldApp()
-        app = AdmissionMiddleware(inner, limit=2, retry_after=3)
+        app = gated(inner, limit=2, retry_after=3)
         held = [asyncio.create_task(call(app, "/serve/minilm")), asyncio.create_task(call(app, "/serve/fail"))]
         await asyncio.sleep(0)
-        assert app.inflight == 2
+        assert app.gate.inflight == 2
         refused = await call(app, "/v1/embeddings")
         assert refused[0]["status"] == 429
         headers = dict(refused[0]["headers"])
@@ -85,14 +93,14 @@ def test_past_the_bound_requests_are_refused_cheaply_and_slots_come_back():
         error = orjson.loads(refused[1]["body"])["error"]
         assert error["type"] == "overloaded" and "retry after 3 s" in error["message"]
         assert inner.calls == 2, "a refused request never reaches the app"
-        assert app.reading == 0, "a whole body is not being read any more"
+        assert app.gate.reading == 0, "a whole body is not being read any more"
         health = asyncio.create_task(call(app, "/health/ready", "GET"))  # not bounded: reaches the app
         await asyncio.sleep(0)
         assert inner.calls == 3
         inner.release.set()
         ok, failed, _ = await asyncio.gather(*held, health)
         assert ok[0]["status"] == 200 and failed == []
-        assert app.inflight == 0, "slots are freed, also when the app raised"
+        assert app.gate.inflight == 0, "slots are freed, also when the app raised"
         assert (await call(app, "/serve/minilm"))[0]["status"] == 200
 
     asyncio.run(scenario())
@@ -100,7 +108,7 @@ def test_past_the_bound_requests_are_refused_cheaply_and_slots_come_back():
 
 def test_the_refusal_is_encoded_once_and_carries_the_request_id():
     async def scenario():
-        app = AdmissionMiddleware(HeldApp(), limit=0, reading_limit=1, retry_after=2)
+        app = partial(Gate(limit=0, reading_limit=1, retry_after=2).admit, HeldApp())  # the gate alone
         request_id_var.set('abc-"1"')  # this task's own context: gone when it ends
         return await call(app, "/serve/minilm")
 
@@ -137,29 +145,39 @@ class ReadingApp:
         await send({"type": "http.response.body", "body": b"{}"})
 
 
+class Switch:
+    """Hands each request to the app it holds now."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        await self.app(scope, receive, send)
+
+
 def part(body: bytes, more: bool = True) -> dict:
     return {"type": "http.request", "body": body, "more_body": more}
 
 
 def test_stalled_bodies_take_no_in_flight_slot():
     async def scenario():
-        app = AdmissionMiddleware(ReadingApp(), limit=2, reading_limit=10)
+        app = gated(ReadingApp(), limit=2, reading_limit=10)
         stalled = [asyncio.create_task(call(app, "/serve/minilm", messages=(part(b"{"),))) for _ in range(5)]
         await asyncio.sleep(0)
-        assert (app.reading, app.inflight) == (5, 0)
+        assert (app.gate.reading, app.gate.inflight) == (5, 0)
         for _ in range(3):
             assert (await call(app, "/serve/minilm"))[0]["status"] == 200
         for task in stalled:
             task.cancel()
         await asyncio.gather(*stalled, return_exceptions=True)
-        assert (app.reading, app.inflight) == (0, 0), "a request cancelled while reading frees its place"
+        assert (app.gate.reading, app.gate.inflight) == (0, 0), "a request cancelled while reading frees its place"
 
     asyncio.run(scenario())
 
 
 def test_past_the_reading_bound_requests_get_503_and_the_connection_closed():
     async def scenario():
-        app = AdmissionMiddleware(ReadingApp(), limit=2, reading_limit=3, retry_after=4)
+        app = gated(ReadingApp(), limit=2, reading_limit=3, retry_after=4)
         stalled = [asyncio.create_task(call(app, "/v1/embeddings", messages=(part(b"{"),))) for _ in range(3)]
         await asyncio.sleep(0)
         refused = await call(app, "/serve/minilm")
@@ -178,21 +196,22 @@ def test_past_the_reading_bound_requests_get_503_and_the_connection_closed():
 def test_a_body_in_several_chunks_is_admitted_at_its_last_chunk():
     async def scenario():
         inner = ReadingApp()
-        app = AdmissionMiddleware(inner, limit=1, reading_limit=5, retry_after=2)
+        app = gated(inner, limit=1, reading_limit=5, retry_after=2)
         chunks = (part(b'{"te'), part(b'xt": '), part(b'"a"}', more=False))
         assert (await call(app, "/serve/minilm", messages=chunks))[0]["status"] == 200
         assert inner.bodies == [b'{"text": "a"}']
         held = HeldApp()
-        app = AdmissionMiddleware(held, limit=1, reading_limit=5, retry_after=2)
+        switch = Switch(held)
+        app = gated(switch, limit=1, reading_limit=5, retry_after=2)
         holder = asyncio.create_task(call(app, "/serve/minilm"))
         await asyncio.sleep(0)
-        app.app = inner  # the slot is held; the next request reads its body in chunks and finds the bound full
+        switch.app = inner  # the slot is held; the next request reads its body in chunks and finds the bound full
         refused = await call(app, "/serve/minilm", messages=chunks)
         assert refused[0]["status"] == 429 and b"its limit (SERVING_/GATEWAY_MAX_INFLIGHT)" in refused[1]["body"]
-        assert (app.reading, app.inflight) == (0, 1)
+        assert (app.gate.reading, app.gate.inflight) == (0, 1)
         held.release.set()
         await holder
-        assert (app.reading, app.inflight) == (0, 0)
+        assert (app.gate.reading, app.gate.inflight) == (0, 0)
 
     asyncio.run(scenario())
 
@@ -200,9 +219,9 @@ def test_a_body_in_several_chunks_is_admitted_at_its_last_chunk():
 def test_a_client_gone_before_its_body_came_is_not_handed_to_the_app():
     async def scenario():
         inner = ReadingApp()
-        app = AdmissionMiddleware(inner, limit=1)
+        app = gated(inner, limit=1)
         sent = await call(app, "/serve/minilm", messages=({"type": "http.disconnect"},))
-        assert (app.reading, app.inflight, inner.bodies) == (0, 0, [])
+        assert (app.gate.reading, app.gate.inflight, inner.bodies) == (0, 0, [])
         return sent
 
     start, _ = asyncio.run(scenario())

@@ -124,3 +124,37 @@ def test_a_body_shorter_than_its_content_length_is_refused():
 
     with pytest.raises(BadRequest, match="ended after 13 of its 1000 bytes"):
         asyncio.run(read_body(chunks(), {"content-length": "1000"}, 10_000))
+
+
+@pytest.mark.parametrize(
+    "body, headers",
+    [
+        (b'{"text": "a"}', {}),
+        (b'{"text": "a"}', {"content-length": "13"}),
+        (b'{"text": "a"}', {"content-length": "14"}),
+        (b'{"text": "a"}', {"content-length": "2000"}),
+        (b"x" * 1001, {}),
+        (b"", {}),
+        (b'{"text": "a"}', {"content-encoding": "br"}),
+        (__import__("gzip").compress(b'{"text": "a"}'), {"content-encoding": " GZIP "}),
+        (__import__("gzip").compress(b"x" * 5000), {"content-encoding": "gzip"}),
+    ],
+)
+def test_a_body_in_one_piece_is_read_as_one_in_chunks(body, headers):
+    """`whole_body` (the /serve door's path for a body that came in one message) answers as `read_body` does."""
+    import asyncio
+
+    from services.api.body import read_body, whole_body
+
+    async def chunks():
+        for start in range(0, len(body), 5):
+            yield body[start : start + 5]
+
+    def outcome(read):
+        try:
+            return read()
+        except Exception as exc:  # noqa: BLE001 - the error is the outcome compared
+            return type(exc), str(exc)
+
+    chunked = outcome(lambda: asyncio.run(read_body(chunks(), headers, 1000)))
+    assert outcome(lambda: whole_body(body, headers, 1000)) == chunked

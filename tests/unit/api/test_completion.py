@@ -1,4 +1,4 @@
-"""One completion line per inference request, written by the observability middleware, the one place that knows
+"""One completion line per inference request, written by the edge (`services.api.edge`), the one place that knows
 every request's outcome: before it, a served request wrote nothing and a 4xx nothing either, so the id a caller got
 in `x-request-id` led to no log line (issue 23)."""
 
@@ -10,7 +10,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from observability.logging import ContextFilter, JsonFormatter, set_serving_model
-from services.api.middleware import ObservabilityMiddleware
+from services.api.admission import Gate
+from services.api.edge import Edge
+from services.api.lifetime import Lifetimes
 
 
 @pytest.fixture
@@ -35,7 +37,7 @@ def _client(status: int, sample: float = 1.0) -> TestClient:
         await send({"type": "http.response.start", "status": status, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
 
-    return TestClient(ObservabilityMiddleware(app, "unit", completion_sample=sample))
+    return TestClient(Edge(app, "unit", Gate(64), Lifetimes(60.0), completion_sample=sample))
 
 
 def test_a_served_request_writes_one_line_with_its_outcome(lines):

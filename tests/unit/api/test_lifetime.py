@@ -9,7 +9,7 @@ import time
 import orjson
 import pytest
 
-from services.api.lifetime import RequestLifetime
+from services.api.lifetime import Lifetimes
 from services.common.deadline import deadline_var
 
 
@@ -67,7 +67,7 @@ class Client:
 def serve(app, client, headers=(), default_timeout=60.0):
     async def run():
         start = time.monotonic()
-        await RequestLifetime(app, default_timeout)(scope(headers), client.receive, client.send)
+        await Lifetimes(default_timeout).run(app, scope(headers), client.receive, client.send)
         return time.monotonic() - start
 
     return asyncio.run(run())
@@ -141,7 +141,7 @@ def test_a_quick_request_starts_no_watcher_task():
             counts.append(len(asyncio.all_tasks()))
             await original(message)
 
-        await RequestLifetime(app, 60.0)(scope(), client.receive, send)
+        await Lifetimes(60.0).run(app, scope(), client.receive, send)
         return before, counts
 
     before, counts = asyncio.run(run())

@@ -50,16 +50,18 @@ def test_log_lines_name_the_model_version_and_its_run_once_set(captured):
 
 
 def _echo_app():
-    """The middleware around an app that answers the request id its log lines would carry."""
+    """The edge around an app that answers the request id its log lines would carry."""
     from starlette.testclient import TestClient
 
-    from services.api.middleware import ObservabilityMiddleware
+    from services.api.admission import Gate
+    from services.api.edge import Edge
+    from services.api.lifetime import Lifetimes
 
     async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": request_id_var.get().encode()})
 
-    return TestClient(ObservabilityMiddleware(app, "unit"))
+    return TestClient(Edge(app, "unit", Gate(64), Lifetimes(60.0)))
 
 
 @pytest.mark.parametrize(
