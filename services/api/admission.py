@@ -1,8 +1,8 @@
 """Admission: bound the inference requests one worker works on at once, and turn the rest away as cheaply as possible.
 
 A request counts toward the in-flight bound (`max_inflight`) once its body has arrived in full, not from its
-headers: 64 connections that sent their headers and one byte of their body, then nothing, used to hold every slot and
-lock all inference out for as long as they stayed open (issue 21). Requests still sending their bodies have a bound
+headers, so connections that send their headers and then stall hold no slot (docs/decisions/request-bounds.md).
+Requests still sending their bodies have a bound
 of their own (`max_reading`, larger: each costs a task and a partial body), and the protocol's read deadline (408,
 `services.api.protocol`) ends them.
 

@@ -1,7 +1,7 @@
 """A request's lifetime at the edge: its deadline, and the end of its work once its client has gone.
 
-Heavy requests whose clients timed out kept the gateway working on them for 73 s after the clients left, and every
-other request waited behind that work (issue 21). So every inference request carries a deadline and is watched:
+Every inference request carries a deadline and is watched, so that work whose client has gone or whose time is up
+stops holding the worker (docs/decisions/request-bounds.md):
 
 - Deadline: the caller's `x-request-timeout` header, in seconds (a decimal number, as the timeout the caller itself
   will give up after), or the server's `request_timeout` (`SERVING_`/`GATEWAY_REQUEST_TIMEOUT`), the shorter of the
