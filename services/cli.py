@@ -4,12 +4,12 @@ gateway's endpoint and metric commands and the lifecycle's model, registry and c
 from __future__ import annotations
 
 from services.commands import analyze, logs, model, observability, stack, status, supervise, triton_agent
+from services.commands.lifecycle.cli import register_commands
+from services.commands.lifecycle.state import state_app
 from services.commands.multivalue import MultiValueGroup
 from services.common.cli_display import typer_app, whole_summaries
 from services.gateway.endpoint_commands import endpoints_app
 from services.gateway.metrics_commands import metrics_app
-from services.lifecycle.cli import register_commands
-from services.lifecycle.commands_state import state_app
 
 # Every group is a MultiValueGroup: an option that may be repeated also takes several values after one flag, as
 # clearml-serving's do (`--weights 0.1 0.9`, `--input-name a b c`).

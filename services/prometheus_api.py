@@ -1,5 +1,5 @@
 """Reading a Prometheus over its HTTP API (`/api/v1/query`): what the controller judges the fleet from (rollout windows,
-`services.lifecycle.controller.gateway_metrics`; drift, `services.monitoring.fleet_drift`).
+`services.controller.gateway_metrics`; drift, `services.monitoring.fleet_drift`).
 
 Both ask the same question of a counter: by how much did it grow between two instants, summed over every gateway pod
 and worker that exports it. `increase_between` writes that in PromQL without `increase()`'s extrapolation (which

@@ -1,5 +1,5 @@
 # The lifecycle controller: watches the MLflow registry, deploys new versions into Triton's repository, runs
-# rollouts (services/lifecycle/controller/). The `registry` role: the serving code plus the MLflow client.
+# rollouts (services/controller/). The `registry` role: the serving code plus the MLflow client.
 FROM python:3.11.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -16,4 +16,4 @@ ENV PATH=/opt/venv/bin:$PATH \
     MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false
 USER 10001
 HEALTHCHECK --interval=30s --timeout=3s --retries=3 CMD ["python", "-c", "import os; os.kill(1, 0)"]
-CMD ["python", "-m", "services.lifecycle.controller"]
+CMD ["python", "-m", "services.controller"]

@@ -1,7 +1,7 @@
 """Optional API keys for inference: the routes under `/serve/`, `/v1/` and `/v2/` (`paths.PROTECTED`) need
 `Authorization: Bearer <key>` (what the openai client sends as its api_key) when keys are configured; health stays
 open, `/metrics` too unless `protect_metrics` is set. Keys are compared in constant time and never logged. The admin
-API has its own token (`services.lifecycle.admin`)."""
+API has its own token (`services.gateway.admin`)."""
 
 from __future__ import annotations
 

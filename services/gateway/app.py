@@ -13,6 +13,7 @@ from services.api.app import StackParts
 from services.api.app import create_app as create_api
 from services.api.openapi import ADMIN_EXAMPLES, with_examples
 from services.common.contract import Manifest
+from services.gateway.admin import admin_router
 from services.gateway.backend import TritonBackend
 from services.gateway.configured import ConfiguredEndpoints
 from services.gateway.deployed import DeployedEndpoints
@@ -24,7 +25,6 @@ from services.gateway.state_source import StoreWatcher
 from services.gateway.user_threads import UserThreads
 from services.gateway.version_files import version_files
 from services.launcher import local_address
-from services.lifecycle.admin import admin_router
 from services.lifecycle.state import DeploymentStore, EndpointState
 from services.monitoring.drift import DriftMonitor
 from services.triton.grpc_client import TritonClient

@@ -70,7 +70,7 @@ class TritonControl(Protocol):
 
 class GatewayMetrics(Protocol):
     """The per-version request, error and latency counters of an endpoint summed over every gateway: read from each
-    gateway's /metrics, or from Prometheus (`services.lifecycle.controller.gateway_metrics`)."""
+    gateway's /metrics, or from Prometheus (`services.controller.gateway_metrics`)."""
 
     def mark(self, endpoint: str) -> dict:
         """What a window that starts now is measured from: kept in the state as the rollout step's baseline, so that a

@@ -3,7 +3,7 @@ dwell window, from the gateways' per-version metrics (`serving_endpoint_requests
 `serving_endpoint_latency_seconds`) summed over the fleet. Pure functions: a snapshot is parsed from /metrics text, a
 window is the difference of two snapshots (`fleet_window`: of every gateway's, summed). How a window is judged is
 `rollout_judge`; where the windows come from (every gateway read, or Prometheus) is
-`services.lifecycle.controller.gateway_metrics`."""
+`services.controller.gateway_metrics`."""
 
 from __future__ import annotations
 

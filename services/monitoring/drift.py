@@ -16,7 +16,7 @@ scores it as the fleet's monitor scores Prometheus' sums (`fleet_drift.FleetDrif
   only the judge sets it.
 PSI reads: < 0.1 no shift, 0.1-0.25 moderate, > 0.25 significant (the alert threshold in
 observability/prometheus/rules.yml). A fleet whose controller has a Prometheus judges every host's data merged
-instead (`services.lifecycle.controller.fleet_monitor`): its gateways set `worker_scores` off
+instead (`services.controller.fleet_monitor`): its gateways set `worker_scores` off
 (`GATEWAY_MONITORING__WORKER_SCORES=false`) and no worker judges.
 """
 

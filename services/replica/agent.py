@@ -33,7 +33,7 @@ from typing import Protocol
 from services.common.contract import MANIFEST_FILE, WARMUP_TEXTS, Manifest, verify_as_checked
 from services.common.errors import ConfigurationError, ServingError, Unavailable
 from services.lifecycle import placement
-from services.lifecycle.controller.deploy import check_output
+from services.lifecycle.checks import check_output
 from services.lifecycle.ports import Registry, TritonControl
 from services.lifecycle.registry_watch import RegistryWatch
 from services.lifecycle.state import DeploymentStore, EndpointState

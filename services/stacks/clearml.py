@@ -52,7 +52,7 @@ def gateway_process(options: StackOptions) -> ProcessSpec:
 
 
 def controller_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
-    """The lifecycle controller: registry versions into Triton, drains, rollouts (`services.lifecycle.controller`)."""
+    """The lifecycle controller: registry versions into Triton, drains, rollouts (`services.controller`)."""
     env = {
         "SERVING_RUN_DIR": str(options.run_dir.resolve()),
         "SERVING_STATE_URL": state_url(options),
@@ -62,9 +62,7 @@ def controller_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
         "CONTROLLER_GATEWAY_URL": f"http://127.0.0.1:{options.port}",
         "CONTROLLER_LOG_JSON": "true" if options.log_json else "false",
     }
-    return ProcessSpec(
-        name="controller", argv=[sys.executable, "-m", "services.lifecycle.controller"], env=env, stop_timeout=10
-    )
+    return ProcessSpec(name="controller", argv=[sys.executable, "-m", "services.controller"], env=env, stop_timeout=10)
 
 
 def state_url(options: StackOptions) -> str:

@@ -88,7 +88,7 @@ def agents_controller(run_dir: Path, *, state_url: str, tracking_uri: str, **set
         "CONTROLLER_PLACEMENT": "agents",
         **{f"CONTROLLER_{key.upper()}": value for key, value in settings.items()},
     }
-    argv = [sys.executable, "-m", "services.lifecycle.controller"]
+    argv = [sys.executable, "-m", "services.controller"]
     return ProcessSpec(name="controller", argv=argv, env=env, stop_timeout=10)
 
 

@@ -1,5 +1,5 @@
 """The controller's forward pass over an untrusted version runs in a child process with a time limit
-(`services.lifecycle.controller.forward`): a graph that never ends is cut off and named, not a frozen loop."""
+(`services.controller.forward`): a graph that never ends is cut off and named, not a frozen loop."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from services.common.contract import MODEL_FILE, Manifest
-from services.lifecycle.controller.forward import forward, isolated_forward
+from services.controller.forward import forward, isolated_forward
 
 
 def endless(model_dir, out):

@@ -224,7 +224,7 @@ def test_an_unreachable_registry_is_said_once_while_the_controller_lives_on(stac
     )
     spec = ProcessSpec(
         name="controller",
-        argv=[sys.executable, "-m", "services.lifecycle.controller"],
+        argv=[sys.executable, "-m", "services.controller"],
         env={
             "MLFLOW_TRACKING_URI": "http://127.0.0.1:1",
             "SERVING_STATE_URL": state_url,

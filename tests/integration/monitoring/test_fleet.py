@@ -19,14 +19,14 @@ from prometheus_client.core import CounterMetricFamily
 from loadtest import engine
 from loadtest.sentences import short
 from loadtest.targets import build_targets
-from services.launcher import Launcher, free_port
-from services.lifecycle.controller.gateway_metrics import (
+from services.controller.gateway_metrics import (
     LATENCY_BUCKETS,
     HttpGatewayMetrics,
     PrometheusGatewayMetrics,
 )
+from services.controller.settings import FleetDriftSettings
+from services.launcher import Launcher, free_port
 from services.lifecycle.rollout import quantile
-from services.lifecycle.settings import FleetDriftSettings
 from services.monitoring.fleet_counts import FleetFeatureCounts
 from services.monitoring.fleet_drift import FleetDrift
 from services.prometheus import prometheus_process

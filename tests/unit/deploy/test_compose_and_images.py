@@ -7,8 +7,8 @@ import re
 import tomllib
 from pathlib import Path
 
+from services.controller.settings import ControllerSettings
 from services.gateway.settings import GatewaySettings
-from services.lifecycle.settings import ControllerSettings
 from services.registry.settings import RegistrySettings
 from services.replica.settings import AgentSettings
 from services.triton.repository import repository_dir

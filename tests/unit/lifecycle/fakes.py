@@ -15,7 +15,7 @@ import numpy as np
 from observability.metrics import LATENCY_BUCKETS
 from services.common.contract import checked_hashes
 from services.common.errors import Unavailable
-from services.lifecycle.controller.gateway_metrics import FleetMetrics
+from services.controller.gateway_metrics import FleetMetrics
 from services.lifecycle.rollout import Snapshot, VersionCounters
 
 GATEWAY = "gw-1"

@@ -19,8 +19,8 @@ from pydantic import SecretStr
 from services.api.errors import install_error_handlers
 from services.common.errors import ConfigurationError
 from services.common.names import NAME_PATTERN
+from services.gateway.admin import admin_router
 from services.lifecycle import transitions
-from services.lifecycle.admin import admin_router
 from services.lifecycle.state import DeploymentStore, VersionState
 from tests.support.state import stored, write_document
 

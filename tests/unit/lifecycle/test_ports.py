@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from services.lifecycle.controller.gateway_metrics import HttpGatewayMetrics, PrometheusGatewayMetrics
+from services.controller.gateway_metrics import HttpGatewayMetrics, PrometheusGatewayMetrics
 from services.lifecycle.ports import GatewayMetrics, Registry, TritonControl
 from services.registry.mlflow_registry import ModelRegistry
 from services.triton.model_control import TritonModels

@@ -3,7 +3,7 @@
 
 import pytest
 
-from services.lifecycle.controller.gateway_metrics import HttpGatewayMetrics
+from services.controller.gateway_metrics import HttpGatewayMetrics
 from services.lifecycle.rollout import (
     Snapshot,
     VersionCounters,

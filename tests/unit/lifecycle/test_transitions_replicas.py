@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from services.controller import Controller
+from services.controller.settings import ControllerSettings
 from services.lifecycle import placement, transitions
-from services.lifecycle.controller import Controller
-from services.lifecycle.settings import ControllerSettings
 from services.lifecycle.state import DeploymentStore, EndpointState, VersionState
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
 from tests.unit.lifecycle.fakes import Clock, FakeMetrics, FakeRegistry, FakeTriton

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from services.controller import Controller
+from services.controller.settings import ControllerSettings
 from services.lifecycle import transitions
-from services.lifecycle.controller import Controller
 from services.lifecycle.routing import effective_weights
-from services.lifecycle.settings import ControllerSettings
 from services.lifecycle.state import DeploymentStore, EndpointState
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
 from tests.unit.lifecycle.fakes import Clock, FakeMetrics, FakeRegistry, FakeTriton

@@ -10,7 +10,7 @@ import math
 import pytest
 from prometheus_client import CollectorRegistry
 
-from services.lifecycle.settings import FleetDriftSettings
+from services.controller.settings import FleetDriftSettings
 from services.monitoring.fleet_counts import Binned, per_bin
 from services.monitoring.fleet_drift import FleetDrift, bin_values, binned_scores
 
@@ -161,7 +161,7 @@ def test_scores_are_exported_once_for_the_fleet_and_dropped_with_a_version_gone_
 
 
 def test_the_controller_reads_a_deployed_versions_data_set_reference_once(tmp_path):
-    from services.lifecycle.controller.fleet_monitor import DataSetReferences
+    from services.controller.fleet_monitor import DataSetReferences
     from services.lifecycle.state import DeploymentStore, EndpointState, VersionState
     from services.monitoring.drift import REFERENCE_FILE
 

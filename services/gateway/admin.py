@@ -25,8 +25,8 @@ from observability.metrics import endpoint_request_counts
 from services.api.openapi import OK, errors
 from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.common.names import NAME_MAX_LENGTH, NAME_PATTERN, validated_name
+from services.gateway.admin_guard import admin_token, guarded_route
 from services.lifecycle import transitions
-from services.lifecycle.admin_guard import admin_token, guarded_route
 from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.shares import arrivals, hand_back, share_reasons

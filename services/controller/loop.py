@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable
 
 from services.common.errors import ConfigurationError
-from services.lifecycle.controller.deploy import Deployer, Forward
-from services.lifecycle.controller.gateway_metrics import gateway_metrics
-from services.lifecycle.controller.rollouts import Rollouts
-from services.lifecycle.controller.triton_sync import TritonSync
+from services.controller.deploy import Deployer, Forward
+from services.controller.gateway_metrics import gateway_metrics
+from services.controller.rollouts import Rollouts
+from services.controller.settings import ControllerSettings
+from services.controller.triton_sync import TritonSync
 from services.lifecycle.ports import GatewayMetrics, Registry, TritonControl
 from services.lifecycle.registry_watch import RegistryWatch
-from services.lifecycle.settings import ControllerSettings
 from services.lifecycle.state import Deployments, DeploymentStore, StateLost, StateStoreUnavailable
 
 log = logging.getLogger("controller")

@@ -16,7 +16,7 @@ admin API can change the state at any time and a killed controller, restarted, c
 (`loop`) runs the steps with backoff; `process` builds the real collaborators behind the Protocols of `ports`.
 """
 
-from services.lifecycle.controller.loop import Controller
-from services.lifecycle.controller.process import main
+from services.controller.loop import Controller
+from services.controller.process import main
 
 __all__ = ["Controller", "main"]

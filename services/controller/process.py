@@ -1,4 +1,4 @@
-"""The controller process (`serving controller`, `python -m services.lifecycle.controller`): settings read once,
+"""The controller process (`serving controller`, `python -m services.controller`): settings read once,
 logging, and the real collaborators: the MLflow registry, Triton's HTTP model-control API, the gateway's /metrics.
 With a Prometheus its own /metrics has the fleet's drift scores and `serving_registry_up`."""
 
@@ -9,9 +9,9 @@ import os
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from services.lifecycle.controller.fleet_monitor import start_fleet_drift
-from services.lifecycle.controller.loop import Controller
-from services.lifecycle.settings import ControllerSettings
+from services.controller.fleet_monitor import start_fleet_drift
+from services.controller.loop import Controller
+from services.controller.settings import ControllerSettings
 from services.triton.control_key import read_control_key
 from services.triton.model_control import TritonModels
 from services.triton.repository import RenderOptions

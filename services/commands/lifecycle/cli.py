@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import typer
 
-from services.lifecycle.commands_list import list_models
-from services.lifecycle.commands_registry import register, registry_ui, train
-from services.lifecycle.commands_traffic import auto_update, canary, redeploy, remove, rollout
+from services.commands.lifecycle.listing import list_models
+from services.commands.lifecycle.registry import register, registry_ui, train
+from services.commands.lifecycle.traffic import auto_update, canary, redeploy, remove, rollout
 
 
 def controller() -> None:
     """Run the lifecycle controller in the foreground (`make up STACK=clearml` starts it for you)."""
-    from services.lifecycle.controller import main
+    from services.controller import main
 
     main()
 

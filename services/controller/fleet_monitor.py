@@ -17,7 +17,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from services.lifecycle.settings import ControllerSettings
+from services.controller.settings import ControllerSettings
 from services.lifecycle.state import DeploymentStore
 from services.monitoring.drift import REFERENCE_FILE
 from services.monitoring.fleet_counts import FleetFeatureCounts

@@ -13,9 +13,9 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from services.controller.settings import ControllerSettings
 from services.lifecycle import transitions
 from services.lifecycle.ports import TritonControl
-from services.lifecycle.settings import ControllerSettings
 from services.lifecycle.state import DeploymentStore
 
 log = logging.getLogger("controller")

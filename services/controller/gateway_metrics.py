@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 import httpx
 
+from services.controller.settings import ControllerSettings
 from services.lifecycle.ports import GatewayMetrics
 from services.lifecycle.rollout import Snapshot, VersionCounters, fleet_window, parse_snapshot
-from services.lifecycle.settings import ControllerSettings
 from services.prometheus_api import PrometheusApi, selector
 
 REQUESTS = "serving_endpoint_requests_total"

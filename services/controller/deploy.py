@@ -11,7 +11,6 @@ replica (`services.replica.agent`), and made live once every replica that report
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 from collections.abc import Callable
 from functools import partial
@@ -22,10 +21,11 @@ import numpy as np
 from services.common.artifacts import ArtifactRefused
 from services.common.contract import MANIFEST_FILE, WARMUP_TEXTS, Manifest
 from services.common.errors import ServingError, Unavailable
+from services.controller.forward import isolated_forward
+from services.controller.settings import ControllerSettings
 from services.lifecycle import placement, transitions
-from services.lifecycle.controller.forward import isolated_forward
+from services.lifecycle.checks import check_contract, check_output, public_reason
 from services.lifecycle.ports import Registry, TritonControl
-from services.lifecycle.settings import ControllerSettings
 from services.lifecycle.state import DeploymentStore, EndpointState
 from services.monitoring.reference import write_reference
 
@@ -33,36 +33,6 @@ log = logging.getLogger("controller")
 
 Forward = Callable[[Path, Manifest], np.ndarray]
 """Runs the warm-up texts through a fetched version outside Triton; returns its first output."""
-
-
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/-])/[^\s'\"`:,;()\[\]]*")
-
-
-def public_reason(text: str) -> str:
-    """`text` as the open `GET /models/{endpoint}` may show it: each absolute path cut to its last part."""
-    return _ABSOLUTE_PATH.sub(lambda found: ".../" + found.group(0).rstrip("/").rsplit("/", 1)[-1], text)
-
-
-def check_contract(endpoint: EndpointState, manifest: Manifest) -> None:
-    """The endpoint's tensor contract (fixed by its first live version) is the version's."""
-    if endpoint.contract_outputs and (manifest.inputs, manifest.outputs) != (
-        endpoint.contract_inputs,
-        endpoint.contract_outputs,
-    ):
-        raise ValueError(
-            f"tensor contract differs from the endpoint's: inputs {[t.model_dump() for t in manifest.inputs]}, "
-            f"outputs {[t.model_dump() for t in manifest.outputs]}; the endpoint serves "
-            f"outputs {[t.model_dump() for t in endpoint.contract_outputs]}"
-        )
-
-
-def check_output(outputs: np.ndarray, manifest: Manifest) -> None:
-    """An answer to the warm-up texts has the manifest's output shape and only finite values."""
-    expected = [len(WARMUP_TEXTS), *manifest.output.shape[1:]]
-    if list(outputs.shape) != [d if d != -1 else outputs.shape[i] for i, d in enumerate(expected)]:
-        raise ValueError(f"output shape {list(outputs.shape)} does not match the manifest's {expected}")
-    if not np.isfinite(outputs).all():
-        raise ValueError("the model's output has NaN or infinite values")
 
 
 class Deployer:

@@ -8,9 +8,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from services.commands.lifecycle.common import TOKEN, URL, AdminApi, print_json
 from services.common.cli_display import show
 from services.common.cli_display import table as listing
-from services.lifecycle.commands_common import TOKEN, URL, AdminApi, print_json
 from services.lifecycle.rollout_plan import status
 
 RATE_WINDOW = 1.0

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import typer
 
+from services.commands.lifecycle.common import console, fail, print_json
 from services.common.errors import ServingError
 from services.common.settings import RunSettings
-from services.lifecycle.commands_common import console, fail, print_json
 
 
 def register(

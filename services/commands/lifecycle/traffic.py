@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import typer
 
-from services.lifecycle.commands_common import TOKEN, URL, AdminApi, console, endpoint_path, fail, print_json
-from services.lifecycle.commands_list import measured_rates
-from services.lifecycle.commands_policy import option, policy_body
+from services.commands.lifecycle.common import TOKEN, URL, AdminApi, console, endpoint_path, fail, print_json
+from services.commands.lifecycle.listing import measured_rates
+from services.commands.lifecycle.policy import option, policy_body
 from services.lifecycle.rollout_plan import plan
 
 
