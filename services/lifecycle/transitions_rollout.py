@@ -3,8 +3,6 @@ the state's lock, as every rule of `transitions`); a rollout that is no longer r
 
 from __future__ import annotations
 
-import json
-
 from services.common.errors import Conflict
 from services.lifecycle.state import Deployments, Rollout
 from services.lifecycle.transitions import REJECTED, endpoint
@@ -32,19 +30,31 @@ def promote(state: Deployments, name: str, numbers: dict) -> str:
     item = endpoint(state, name)
     rollout = _running(state, name)
     item.weights = {rollout.version: 1.0}
-    return _end(rollout, "promoted", f"promoted: {json.dumps(numbers)}")
+    return _end(rollout, "promoted", f"after {len(rollout.steps)} steps: {evidence(numbers)}")
 
 
 def roll_back(state: Deployments, name: str, reason: str, numbers: dict, now: float) -> str:
     """A step failed: all traffic back to the stable version, the new one rejected and drained. Returns the outcome."""
     item = endpoint(state, name)
     rollout = _running(state, name)
-    outcome = f"rolled back at {rollout.steps[rollout.step]}%: {reason} {json.dumps(numbers)}"
+    outcome = f"rolled back at {rollout.steps[rollout.step]}%: {reason} ({evidence(numbers)})"
     item.weights = {rollout.stable: 1.0}
     if rollout.version in item.versions:
         record = item.versions[rollout.version]
         record.state, record.reason, record.drain_started = REJECTED, outcome, now
     return _end(rollout, "rolled_back", outcome)
+
+
+def evidence(numbers: dict) -> str:
+    """What a judgement rested on, in words (the registry's `rollout.numbers` tag keeps the numbers themselves)."""
+    said = [f"{numbers.get('new_requests', 0):.0f} requests on the new version"]
+    if numbers.get("stable_requests"):
+        said[0] += f", {numbers['stable_requests']:.0f} on the stable one"
+    if "new_error_rate" in numbers:
+        said.append(f"error rate {numbers['new_error_rate']:.2%}")
+    if "new_p99_ms" in numbers:
+        said.append(f"p99 {numbers['new_p99_ms']:g} ms against {numbers.get('stable_p99_ms', 0):g} ms")
+    return "; ".join(said)
 
 
 def _running(state: Deployments, name: str) -> Rollout:

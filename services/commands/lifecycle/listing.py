@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from services.commands.lifecycle.common import TOKEN, URL, AdminApi, print_json
+from services.commands.lifecycle.common import TOKEN, URL, AdminApi, fail, print_json
 from services.common.cli_display import show
 from services.common.cli_display import table as listing
 from services.lifecycle.rollout_plan import status
@@ -24,7 +24,11 @@ def list_models(
     token: str = TOKEN,
 ) -> None:
     """Deployed endpoints: versions, state, traffic share and why, live request rate, where each version came from."""
-    endpoints = measured_rates(AdminApi.for_command(url, token), endpoint)
+    api = AdminApi.for_command(url, token)
+    endpoints = measured_rates(api, endpoint)
+    if endpoint is not None and not endpoints:
+        deployed = [item["endpoint"] for item in api.call("GET", "/admin/endpoints")["endpoints"]]
+        fail(f"no deployed endpoint '{endpoint}'; deployed: {', '.join(deployed) or 'none yet'}")
     if as_json:
         print_json(endpoints)
         return

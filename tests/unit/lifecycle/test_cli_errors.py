@@ -43,6 +43,14 @@ class Gateway(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(answer)
 
+    def do_GET(self):  # noqa: N802 - the stdlib's name
+        answer = json.dumps({"endpoints": [{"endpoint": "sentiment", "versions": []}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
     def log_message(self, *args):
         pass
 
@@ -76,3 +84,9 @@ def test_a_started_rollout_says_when_it_is_judged_and_where_to_follow_it(gateway
     assert "once both versions answered 200 requests; `serving model list ok` says where it stands" in " ".join(
         result.stderr.split()
     )
+
+
+def test_listing_an_endpoint_that_is_not_deployed_fails_naming_the_deployed_ones(gateway):
+    result = CliRunner().invoke(app, ["model", "list", "nosuch", "--url", gateway, "--token", "t"])
+    assert result.exit_code == 2, result.output
+    assert "no deployed endpoint 'nosuch'; deployed: sentiment" in " ".join(result.output.split())

@@ -146,7 +146,7 @@ def test_promotion_gives_the_new_version_all_traffic():
     state = rolling(step=2)
     outcome = transitions_rollout.promote(state, "emb", {"new_requests": 30.0})
     endpoint = state.endpoints["emb"]
-    assert outcome == 'promoted: {"new_requests": 30.0}'
+    assert outcome == "after 3 steps: 30 requests on the new version"
     assert (endpoint.rollout.status, endpoint.rollout.outcome, endpoint.rollout.baseline) == ("promoted", outcome, None)
     assert endpoint.weights == {"2": 1.0} and endpoint.versions["2"].state == "live"
 
@@ -155,7 +155,7 @@ def test_a_rollback_sends_traffic_to_the_stable_version_and_rejects_the_new_one(
     state = rolling(step=1)
     outcome = transitions_rollout.roll_back(state, "emb", "error rate 0.300 > 0.01", {"new_error_rate": 0.3}, now=9.0)
     endpoint = state.endpoints["emb"]
-    assert outcome == 'rolled back at 50%: error rate 0.300 > 0.01 {"new_error_rate": 0.3}'
+    assert outcome == "rolled back at 50%: error rate 0.300 > 0.01 (0 requests on the new version; error rate 30.00%)"
     rollout = endpoint.rollout
     assert (rollout.status, rollout.outcome, rollout.baseline) == ("rolled_back", outcome, None)
     record = endpoint.versions["2"]
