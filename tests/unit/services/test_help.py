@@ -2,6 +2,7 @@
 summary whole (the generated CLI reference takes the same summaries)."""
 
 import re
+from pathlib import Path
 
 import click
 import pytest
@@ -59,3 +60,12 @@ LISTINGS = [
 def test_every_listing_has_json(script, path):
     command = dict(commands(typer.main.get_command(APPS[script])))[path]
     assert any("--json" in param.opts for param in command.params)
+
+
+def test_serving_trains_time_is_one_measured_figure_in_its_help_and_the_docs():
+    from services.commands.lifecycle.registry import train
+
+    figure = re.search(r"\d+ min \d+ s", train.__doc__)[0]
+    for page in ("docs/lifecycle.md", "docs/troubleshooting.md"):
+        text = " ".join((Path(__file__).parents[3] / page).read_text().split())
+        assert re.findall(r"`serving train`[^.]*?(\d+ min \d+ s)", text) == [figure], page
