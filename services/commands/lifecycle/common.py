@@ -17,8 +17,12 @@ from services.common.cli import console, fail  # noqa: F401 - the lifecycle comm
 from services.common.errors import ServingError
 from services.common.names import check_name
 from services.common.settings import RunSettings
+from services.launcher.records import read_stack_info
 
-URL = typer.Option("http://127.0.0.1:8080", "--url", help="The gateway.")
+DEFAULT_URL = "http://127.0.0.1:8080"
+URL = typer.Option(
+    None, "--url", help=f"The gateway (default: the one `serving up` started in the run directory, else {DEFAULT_URL})."
+)
 TOKEN = typer.Option(None, "--token", help="Admin token (default: GATEWAY_ADMIN_TOKEN, else run/admin-token).")
 
 
@@ -46,9 +50,14 @@ class AdminApi:
     run_dir: Path
 
     @classmethod
-    def for_command(cls, url: str, token: str | None) -> AdminApi:
-        """The API as a command sees it: the run directory read from the settings now, when the command runs."""
-        return cls(url, token, RunSettings().run_dir)
+    def for_command(cls, url: str | None, token: str | None) -> AdminApi:
+        """The API as a command sees it: the run directory read from the settings now, when the command runs; the
+        gateway `url`, else the one the run directory's stack serves on, else `DEFAULT_URL`."""
+        run_dir = RunSettings().run_dir
+        if url is None:
+            info = read_stack_info(run_dir)
+            url = info.get("urls", {}).get("api") if info.get("stack") == "clearml" else None
+        return cls(url or DEFAULT_URL, token, run_dir)
 
     def bearer(self) -> str:
         token = (self.token or os.environ.get("GATEWAY_ADMIN_TOKEN") or "").strip()

@@ -90,3 +90,12 @@ def test_listing_an_endpoint_that_is_not_deployed_fails_naming_the_deployed_ones
     result = CliRunner().invoke(app, ["model", "list", "nosuch", "--url", gateway, "--token", "t"])
     assert result.exit_code == 2, result.output
     assert "no deployed endpoint 'nosuch'; deployed: sentiment" in " ".join(result.output.split())
+
+
+def test_without_url_a_command_calls_the_gateway_the_run_directorys_stack_serves(gateway, tmp_path, monkeypatch):
+    from services.launcher.records import STACK_INFO
+
+    (tmp_path / STACK_INFO).write_text(json.dumps({"stack": "clearml", "urls": {"api": gateway}}))
+    monkeypatch.setenv("SERVING_RUN_DIR", str(tmp_path))
+    result = CliRunner().invoke(app, ["model", "list", "nosuch", "--token", "t"])
+    assert result.exit_code == 2 and "deployed: sentiment" in " ".join(result.output.split()), result.output
