@@ -79,10 +79,16 @@ def start_rollout(state: Deployments, name: str, version: str, **policy: Any) ->
     shares = effective_weights(item)
     stable = max((v for v in shares if v != version), key=lambda v: shares[v], default=None)
     if stable is None:
+        others = [v for v in item.live() if v != version]
+        fix = (
+            f"give the one it replaces its traffic back first: `serving model canary {name} --versions {others[0]} "
+            "--weights 1`"
+            if others
+            else f"`serving model redeploy {name} --version N` brings a rejected or removed version back"
+        )
         raise Conflict(
-            f"'{name}' has no other version taking traffic to compare version {version} with (live: {item.live()}); "
-            f"a rollout needs the version it replaces still serving: `serving model redeploy {name} --version N` "
-            "brings a rejected or removed one back"
+            f"'{name}' has no other version taking traffic to compare version {version} with "
+            f"(live: {', '.join(item.live()) or 'none'}); {fix}"
         )
     item.rollout = Rollout(version=version, stable=stable, **policy)
     item.weights, item.newest_weights = {}, []

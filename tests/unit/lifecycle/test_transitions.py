@@ -129,7 +129,17 @@ def test_a_rollout_needs_another_live_version_to_compare_with():
         Conflict, match="'emb' has no other version taking traffic to compare version 1 with"
     ) as refused:
         transitions.start_rollout(deployments(("1", "live")), "emb", "1", **POLICY)
-    assert "`serving model redeploy emb --version N` brings a rejected or removed one back" in str(refused.value)
+    assert "`serving model redeploy emb --version N` brings a rejected or removed version back" in str(refused.value)
+
+
+def test_a_rollout_against_a_live_version_without_traffic_says_to_give_it_traffic_back():
+    state = deployments(("1", "live"), ("2", "live"))
+    state.endpoints["emb"].weights = {"2": 1.0}  # pinned: version 1 is live at 0%
+    with pytest.raises(Conflict) as refused:
+        transitions.start_rollout(state, "emb", "2", **POLICY)
+    assert "(live: 2, 1); give the one it replaces its traffic back first: `serving model canary emb --versions 1 " in (
+        str(refused.value)
+    )
 
 
 def test_a_rejected_or_removed_version_is_deployed_again_as_a_new_one():
