@@ -100,7 +100,9 @@ def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], f
         "rollout": rollout,
         "hand_back": hand_back(name, endpoint),
         "rollout_policy": endpoint.rollout_policy.model_dump() if endpoint.rollout_policy else None,
-        "new_versions": arrivals(endpoint.rollout_policy) if endpoint.registered_name else None,
+        "new_versions": (
+            arrivals(endpoint.rollout_policy, pinned=bool(endpoint.weights)) if endpoint.registered_name else None
+        ),
     }
 
 

@@ -16,8 +16,14 @@ def hand_back(name: str, endpoint: EndpointState) -> str | None:
     return f"serving model canary {name} --newest 1 --weights 1"
 
 
-def arrivals(policy: RolloutPolicy | None) -> str:
-    """What a new registry version gets once live, under auto-update's `policy` (None: no policy)."""
+def arrivals(policy: RolloutPolicy | None, pinned: bool = False) -> str:
+    """What a new registry version gets once live, under auto-update's `policy` (None: no policy), while the shares
+    are `pinned` by version (a canary split or a finished rollout) or not."""
+    if policy is None and pinned:
+        return (
+            "go live at 0% while the shares are pinned by version (no rollout policy: `serving model auto-update "
+            "--rollout` sets one)"
+        )
     if policy is None:
         return "take all traffic once live (no rollout policy: `serving model auto-update --rollout` sets one)"
     steps = ",".join(map(str, policy.steps))
@@ -50,7 +56,10 @@ def _live_reason(name: str, endpoint: EndpointState, version: str, live: list[st
         if version == rollout.version:
             return f"rollout: {step}, {rollout.steps[rollout.step]}% to it"
         if version == rollout.stable:
-            return f"rollout: {step}, the stable version keeps the rest"
+            rest = 100 - rollout.steps[rollout.step]
+            if not rest:
+                return f"rollout: {step}, the stable version: no traffic at 100% (only errors are judged)"
+            return f"rollout: {step}, the stable version keeps the rest ({rest}%)"
         return f"rollout of version {rollout.version} under way: none"
     if endpoint.weights:
         return _pinned(endpoint, version)

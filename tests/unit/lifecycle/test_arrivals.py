@@ -25,6 +25,7 @@ def test_without_a_policy_a_new_version_takes_all_traffic_once_live():
     go_live(state, "2")
     assert state.endpoints["emb"].rollout is None and effective_weights(state.endpoints["emb"]) == {"2": 1.0}
     assert arrivals(None).startswith("take all traffic once live (no rollout policy")
+    assert arrivals(None, pinned=True).startswith("go live at 0% while the shares are pinned by version")
 
 
 def test_with_a_policy_a_new_version_is_rolled_out_against_the_one_serving():

@@ -26,9 +26,11 @@ def test_a_running_rollout_says_its_step():
     assert hand_back("emb", rolling(step=1).endpoints["emb"]) is None
     reasons = share_reasons("emb", rolling(step=1).endpoints["emb"])
     assert reasons == {
-        "1": "rollout: step 2 of 3, the stable version keeps the rest",
+        "1": "rollout: step 2 of 3, the stable version keeps the rest (50%)",
         "2": "rollout: step 2 of 3, 50% to it",
     }
+    last = share_reasons("emb", rolling(step=2).endpoints["emb"])["1"]
+    assert last == "rollout: step 3 of 3, the stable version: no traffic at 100% (only errors are judged)"
 
 
 def test_a_finished_rollout_pins_its_version_and_a_newer_one_gets_none_until_handed_back():
