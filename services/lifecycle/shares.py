@@ -66,7 +66,9 @@ def _live_reason(name: str, endpoint: EndpointState, version: str, live: list[st
     if endpoint.newest_weights:
         rank = live.index(version)
         if rank < len(endpoint.newest_weights):
-            return f"canary over the newest {len(endpoint.newest_weights)}: number {rank + 1}"
+            weight = endpoint.newest_weights[rank]
+            place = "the newest" if rank == 0 else f"newest but {rank}"
+            return f"canary over the newest {len(endpoint.newest_weights)}: {place}, weight {weight:g}"
         return f"canary over the newest {len(endpoint.newest_weights)}: not among them"
     if version == live[0]:
         return "newest live version: takes all"

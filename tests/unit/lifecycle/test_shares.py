@@ -47,7 +47,7 @@ def test_a_finished_rollout_pins_its_version_and_a_newer_one_gets_none_until_han
     assert hand_back("emb", state.endpoints["emb"]) == HAND_BACK
     transitions.canary(state, "emb", [1.0])  # the command above: --newest 1 --weights 1
     assert effective_weights(state.endpoints["emb"]) == {"2": 1.0}
-    assert share_reasons("emb", state.endpoints["emb"])["2"] == "canary over the newest 1: number 1"
+    assert share_reasons("emb", state.endpoints["emb"])["2"] == "canary over the newest 1: the newest, weight 1"
     assert hand_back("emb", state.endpoints["emb"]) is None
 
 
