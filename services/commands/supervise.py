@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import typer
@@ -70,9 +71,11 @@ def announce(options: StackOptions, *, detach: bool) -> None:
             f"note: the CUDA/NVML/DCGM errors in {options.run_dir / 'logs' / 'triton.log'} are Triton looking for a "
             "GPU; harmless on a machine without one"
         )
+    default_dir = options.run_dir.resolve() == Path("run").resolve()
+    stop = "`make down`" if default_dir else f"`SERVING_RUN_DIR={options.run_dir} .venv/bin/serving down`"
     console.print(
         f"STACK={options.stack} is up on port {api_port}"
-        + ("; `make down` stops it" if detach else "; Ctrl-C stops it")
+        + (f"; {stop} stops it" if detach else "; Ctrl-C stops it")
         + " (restarted when a process dies or wedges: `serving status`)"
     )
 
