@@ -80,8 +80,8 @@ def table(endpoints: list[dict]) -> Table:
                 f"{v['traffic_share']:.0%}",
                 f"{v['requests_per_second']:g}",
                 v.get("share_reason", ""),
-                f"{registry.get('name', '')} v{registry.get('version', '')}",
-                v.get("run", {}).get("id", "")[:12],
+                f"{registry['name']} v{registry['version']}" if registry.get("name") else "-",
+                v.get("run", {}).get("id", "")[:12] or "-",
                 v.get("reason") or "",
             )
     return rows
