@@ -10,12 +10,10 @@ import httpx
 import typer
 from rich.console import Console
 
-from services.common.cli_display import fit
+from services.common.cli_display import WIDE, fit
 from services.common.cli_display import table as listing
 from services.common.settings import RunSettings
 
-WIDE = 10_000
-"""Columns of a `--wide` report: as many as its longest line needs (a table only takes the width its cells need)."""
 KNOBS = {"batching": ("triton", "clearml"), "device": ("fastapi", "triton", "clearml")}
 """The stacks each knob applies to: Triton's dynamic batching means nothing to STACK=fastapi."""
 

@@ -109,6 +109,10 @@ def fit(listing: Table, width: int) -> Table:
     return listing
 
 
+WIDE = 10_000
+"""Columns of a `--wide` table: as many as its longest line needs (a table only takes the width its cells need)."""
+
+
 def show(listing: Table, console: Console | None = None) -> None:
     """Print a `table` sized to the terminal, its cells as typed: no markup, no emoji codes."""
     console = console or Console(emoji=False, markup=False)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from services.commands.lifecycle.common import TOKEN, URL, AdminApi, fail, print_json
-from services.common.cli_display import show
+from services.common.cli_display import WIDE, show
 from services.common.cli_display import table as listing
 from services.lifecycle.rollout_plan import status
 
@@ -20,6 +20,7 @@ RATE_WINDOW = 1.0
 def list_models(
     endpoint: str = typer.Argument(None, help="Only this endpoint."),
     as_json: bool = typer.Option(False, "--json", help="JSON on stdout, for scripts."),
+    wide: bool = typer.Option(False, "--wide", help="One line per row whatever the terminal's width."),
     url: str = URL,
     token: str = TOKEN,
 ) -> None:
@@ -32,11 +33,11 @@ def list_models(
     if as_json:
         print_json(endpoints)
         return
-    console = Console(emoji=False, markup=False)
+    console = Console(emoji=False, markup=False, width=WIDE if wide else None)
     if not endpoints:
         console.print("no deployed endpoint")
         return
-    show(table(endpoints))
+    show(table(endpoints), console)
     for item in endpoints:
         if item.get("rollout"):
             console.print(f"{item['endpoint']}: {status(item['rollout'])}")

@@ -44,7 +44,15 @@ class Gateway(BaseHTTPRequestHandler):
         self.wfile.write(answer)
 
     def do_GET(self):  # noqa: N802 - the stdlib's name
-        answer = json.dumps({"endpoints": [{"endpoint": "sentiment", "versions": []}]}).encode()
+        version = {
+            "version": "2",
+            "state": "live",
+            "traffic_share": 1.0,
+            "requests_total": 5.0,
+            "share_reason": "pinned by the promoted rollout of version 2: takes all of the endpoint's traffic",
+            "registry": {"name": "sentiment", "version": "2"},
+        }
+        answer = json.dumps({"endpoints": [{"endpoint": "sentiment", "versions": [version]}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(answer)))
@@ -99,3 +107,11 @@ def test_without_url_a_command_calls_the_gateway_the_run_directorys_stack_serves
     monkeypatch.setenv("SERVING_RUN_DIR", str(tmp_path))
     result = CliRunner().invoke(app, ["model", "list", "nosuch", "--token", "t"])
     assert result.exit_code == 2 and "deployed: sentiment" in " ".join(result.output.split()), result.output
+
+
+def test_a_wide_listing_keeps_each_row_on_one_line(gateway):
+    why = "pinned by the promoted rollout of version 2: takes all of the endpoint's traffic"
+    narrow = CliRunner().invoke(app, ["model", "list", "--url", gateway, "--token", "t"], env={"COLUMNS": "80"})
+    wide = CliRunner().invoke(app, ["model", "list", "--wide", "--url", gateway, "--token", "t"], env={"COLUMNS": "80"})
+    assert narrow.exit_code == wide.exit_code == 0, narrow.output + wide.output
+    assert why not in narrow.output and why in wide.output, "folded at 80 columns; whole on one line with --wide"
