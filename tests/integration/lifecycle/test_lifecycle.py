@@ -109,8 +109,9 @@ def test_a_version_failing_half_its_requests_is_rolled_back_and_tagged(stack, tm
     rolled_back_at = time.time()
     versions = stack.versions()
     assert versions["2"]["traffic_share"] == 1.0 and "error rate" in versions["3"]["reason"]
-    tags = {v.version: v.tags for v in stack.registry.versions("tiny-emb")}
-    assert tags["3"]["rollout"] == "rejected" and "new_error_rate" in tags["3"]["rollout.numbers"]
+    tags = lambda: {v.version: v.tags for v in stack.registry.versions("tiny-emb")}["3"]  # noqa: E731
+    stack.wait_for("the rollback's registry tags", lambda: "rollout.numbers" in tags(), timeout=20)  # one at a time
+    assert tags()["rollout"] == "rejected" and "new_error_rate" in tags()["rollout.numbers"]
     thread.join()
     failed = [r for r in results if r.code != 200]
     assert failed and {r.code for r in failed} == {500}, "the broken version's failures, during its 50% step"

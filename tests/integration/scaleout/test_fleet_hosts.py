@@ -128,7 +128,9 @@ def test_a_rollout_that_passes_is_promoted(fleet: Fleet, tiny_model):
         promoted_after = time.monotonic() - started
         time.sleep(0.5)
     endpoint = fleet.store.read().endpoints[ENDPOINT]
-    tags = {v.version: v.tags for v in fleet.registry.versions(REGISTERED)}[good]
+    tagged = lambda: {v.version: v.tags for v in fleet.registry.versions(REGISTERED)}[good]  # noqa: E731
+    fleet.hosts.wait_for("the promotion's registry tag", lambda: "rollout" in tagged(), 20)  # after the state's
+    tags = tagged()
     print(
         f"\nversion {good} promoted over {stable} {promoted_after:.1f}s after its rollout began: "
         f"{endpoint.rollout.outcome}; "
