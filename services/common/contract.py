@@ -279,16 +279,11 @@ def checked_hashes(model_dir: Path) -> dict[str, str]:
     return {MANIFEST_FILE: sha256_file(Path(model_dir) / MANIFEST_FILE), **Manifest.load(model_dir).files}
 
 
-def verify_as_checked(model_dir: Path, recorded: dict[str, str] | None, what: str, names: tuple[str, ...] = ()) -> None:
-    """The files of `model_dir` (`names`, or every file its manifest seals) are the bytes the controller checked:
-    each hash as `recorded` (the lineage's `artifacts`), the manifest's own included. ConfigurationError naming the
-    file otherwise, and when nothing was recorded (a copy nobody checked is not served)."""
+def verify_as_checked(model_dir: Path, recorded: dict[str, str] | None, what: str) -> None:
+    """`model_dir`'s manifest is the one the controller checked (its hash as `recorded`, the lineage's `artifacts`),
+    so files already verified against that manifest (`Manifest.verify_files`) are the bytes the controller checked.
+    ConfigurationError otherwise, and when nothing was recorded (a copy nobody checked is not served)."""
     if not recorded or MANIFEST_FILE not in recorded:
         raise ConfigurationError(f"{what}: the controller recorded no hashes for it; it is served once checked")
-    model_dir = Path(model_dir)
-    if sha256_file(model_dir / MANIFEST_FILE) != recorded[MANIFEST_FILE]:
+    if sha256_file(Path(model_dir) / MANIFEST_FILE) != recorded[MANIFEST_FILE]:
         raise ConfigurationError(f"{what}: its {MANIFEST_FILE} is not the one the controller checked")
-    manifest = Manifest.load(model_dir)
-    for name in names or tuple(manifest.files):
-        if manifest.files.get(name) != recorded.get(name) or sha256_file(model_dir / name) != recorded.get(name):
-            raise ConfigurationError(f"{what}: its {name} is not the one the controller checked")
