@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from typer.testing import CliRunner
 
 from services.cli import app
+from tests.support.http_stub import send_json, serve
 
 ANSWERS = {
     "/admin/endpoints/sentiment/rollout": (
@@ -35,13 +35,7 @@ ANSWERS = {
 class Gateway(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - the stdlib's name
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        status, body = ANSWERS[self.path]
-        answer = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        send_json(self, *ANSWERS[self.path])
 
     def do_GET(self):  # noqa: N802 - the stdlib's name
         version = {
@@ -52,12 +46,7 @@ class Gateway(BaseHTTPRequestHandler):
             "share_reason": "pinned by the promoted rollout of version 2: takes all of the endpoint's traffic",
             "registry": {"name": "sentiment", "version": "2"},
         }
-        answer = json.dumps({"endpoints": [{"endpoint": "sentiment", "versions": [version]}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        send_json(self, 200, {"endpoints": [{"endpoint": "sentiment", "versions": [version]}]})
 
     def log_message(self, *args):
         pass
@@ -65,10 +54,7 @@ class Gateway(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def gateway():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    yield from serve(Gateway)
 
 
 @pytest.mark.parametrize(

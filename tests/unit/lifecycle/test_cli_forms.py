@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from typer.testing import CliRunner
 
 from services.cli import app
+from tests.support.http_stub import send_json, serve
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -19,12 +19,7 @@ class Recorder(BaseHTTPRequestHandler):
     def do_PUT(self):  # noqa: N802 - the stdlib's name
         length = int(self.headers["Content-Length"])
         self.bodies.append((self.command, self.path, json.loads(self.rfile.read(length))))
-        answer = b'{"ok": true}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        send_json(self, 200, {"ok": True})
 
     def log_message(self, *args):
         pass
@@ -32,10 +27,7 @@ class Recorder(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def admin():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    yield from serve(Recorder)
 
 
 def canary(url: str, *args: str):
