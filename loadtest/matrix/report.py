@@ -9,10 +9,11 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from loadtest.ceiling import ceiling_name, model_cpu_at
+from loadtest.ceiling import ceiling_name
 from loadtest.matrix.config import MatrixConfig
+from loadtest.matrix.goals import gateway_goals, goals_section
 from loadtest.matrix.measure import Measurement
-from loadtest.matrix.summary import Summary, aggregate
+from loadtest.matrix.summary import Summary, aggregate, model_cpu
 from loadtest.matrix.traces import analysis_section
 
 SPREAD_FLAG = 0.10
@@ -98,7 +99,9 @@ def markdown(
             + ", ".join(f"{m.label} ({m.spread:.0%})" for m in flagged)
             + ".",
         ]
-    lines += ["", NOTES, "", "![throughput](throughput.png)", ""]
+    lines += ["", NOTES, ""]
+    lines += goals_section(gateway_goals(measurements, saturated, ceiling, info.get("model", "")))
+    lines += ["![throughput](throughput.png)", ""]
     if any(m.kind == "load" for m in measurements):
         lines += [
             "Latency versus offered load (open loop, latency from each request's scheduled time):",
@@ -152,11 +155,10 @@ def _row(m: Summary, ceiling: dict) -> str:
 
 
 def efficiency_cells(m: Summary, ceiling: dict) -> str:
-    """`batch | ORT CPU us/seq | efficiency` cells (dashes where unknown): the model's CPU per sequence at the
-    batch the stack formed (its own round's, else the run's averaged reference) over the stack's CPU per request."""
+    """`batch | ORT CPU us/seq | efficiency` cells (dashes where unknown)."""
     if m.batch_size is None or not m.cpu_us_per_request:
         return "- | - | -"
-    model = m.model_cpu_us_per_sequence or model_cpu_at(ceiling.get("cpu_us_per_sequence", {}), m.batch_size)
+    model = model_cpu(m, ceiling)
     if model is None:
         return f"{m.batch_size:.1f} | - | -"
     return f"{m.batch_size:.1f} | {model:.0f} | {model / m.cpu_us_per_request:.0%}"

@@ -16,11 +16,13 @@ from rich.console import Console
 
 from loadtest.ceiling import ceiling, ceiling_name
 from loadtest.matrix.config import MatrixConfig
+from loadtest.matrix.goals import gateway_goals
 from loadtest.matrix.measure import Measurement, run_config
 from loadtest.matrix.report import write_outputs
-from loadtest.matrix.summary import attach_model_cpu, reference_summary
+from loadtest.matrix.summary import aggregate, attach_model_cpu, reference_summary
 from loadtest.metrics import GeneratorMetrics
 from loadtest.sentences import MIXES
+from services.common.contract import Manifest
 
 console = Console(stderr=True)
 
@@ -55,7 +57,7 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
     if metrics_port:
         metrics = GeneratorMetrics()
         metrics.serve(metrics_port)
-    info = machine_info()
+    info = machine_info() | {"model": Manifest.load(model_dir).name}
     texts = MIXES[config.mix](512)
     references = [ceiling(model_dir, texts, config.ceiling_seconds, **config.device_settings)]
     console.print(
@@ -71,7 +73,11 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
                 f"{ceiling_name(references[-1])} after round {round_no}: {references[-1]['rate']:.1f} sequences/s"
             )
     attach_model_cpu(measurements, references, config.rounds)
-    write_outputs(out, measurements, reference_summary(references), info, config, analyses)
+    summary = reference_summary(references)
+    write_outputs(out, measurements, summary, info, config, analyses)
+    saturated = aggregate([m for m in measurements if m.kind == "saturation"])
+    for goal in gateway_goals(measurements, saturated, summary, info["model"]):
+        console.print(f"goal: {goal.what}: {goal.measured} (target {goal.target}): {'met' if goal.met else 'not met'}")
     return out
 
 

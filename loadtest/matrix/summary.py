@@ -74,6 +74,20 @@ def _summary(label: str, items: list[Measurement]) -> Summary:
     )
 
 
+def model_cpu(m: Summary, ceiling: dict) -> float | None:
+    """The model's CPU per sequence at the batch the stack formed: its own round's, else the run's averaged
+    reference; None where unknown."""
+    if m.batch_size is None:
+        return None
+    return m.model_cpu_us_per_sequence or model_cpu_at(ceiling.get("cpu_us_per_sequence", {}), m.batch_size)
+
+
+def efficiency(m: Summary, ceiling: dict) -> float | None:
+    """`model_cpu` over the stack's CPU per request (1.0: a server that costs nothing beyond the model)."""
+    model = model_cpu(m, ceiling)
+    return model / m.cpu_us_per_request if model is not None and m.cpu_us_per_request else None
+
+
 def reference_summary(references: list[dict]) -> dict:
     """The raw ONNX Runtime references of a run as one: rates and CPU per sequence averaged, first and last kept
     (the report shows the drift between them)."""

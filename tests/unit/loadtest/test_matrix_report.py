@@ -77,3 +77,24 @@ def test_a_simulated_device_run_says_so_and_its_ceiling_is_the_devices():
     assert "Every encoder ran on the simulated accelerator" in report
     plain = markdown("run-cpu", run_measurements(), CEILING, INFO, MatrixConfig(configs=[]))
     assert "Raw ONNX Runtime ceiling" in plain and "simulated" not in plain
+
+
+def test_the_goals_take_the_fastest_gateway_round_by_round_against_the_minimal_ensemble():
+    runs = [
+        measurement("minimal", 100.0, batch_size=4.0, cpu_us_per_request=5000.0),
+        measurement("clearml", 140.0, batch_size=8.0, cpu_us_per_request=2500.0, model_cpu_us_per_sequence=2000.0),
+        measurement("minimal", 80.0, round_no=2, batch_size=4.0, cpu_us_per_request=5000.0),
+        measurement("clearml", 96.0, round_no=2, batch_size=8.0, cpu_us_per_request=2500.0),
+    ]
+    real = markdown("run-goals", runs, CEILING, INFO | {"model": "all-MiniLM-L6-v2"}, MatrixConfig(configs=[]))
+    assert "## Goals" in real
+    assert "| clearml w1 batching on ÷ minimal ensemble, saturated req/s (all-MiniLM-L6-v2) | ≥ 1.15× | " in real
+    assert "1.30× (1.20-1.40 over 2 rounds) | met |" in real, "each round's ratio, their median and range"
+    assert "| clearml w1 batching on efficiency | ≥ 90% | 80% | not met |" in real
+    tiny = markdown("run-goals", runs, CEILING, INFO | {"model": "tiny-bert"}, MatrixConfig(configs=[]))
+    assert "| ≥ 1.30× | 1.30× (1.20-1.40 over 2 rounds) | met |" in tiny, "the overhead regime's goal"
+    runs[2] = measurement("minimal", 90.0, round_no=2)
+    slower = markdown("run-goals", runs, CEILING, INFO | {"model": "tiny-bert"}, MatrixConfig(configs=[]))
+    assert "1.23× (1.07-1.40 over 2 rounds) | not met |" in slower
+    without = markdown("run-1", run_measurements(), CEILING, INFO, MatrixConfig(configs=[]))
+    assert "## Goals" not in without, "no gateway and no minimal ensemble in that run"
