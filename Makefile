@@ -26,6 +26,9 @@ TRACE_RATIO ?= 1.0
 ENDPOINT ?=
 DETACH ?=
 PYTEST_ARGS ?=
+# make test: the suite in this many processes (pytest-xdist), a test file each at a time, then the tests marked
+# `serial` (they measure rates and latencies) alone.
+TEST_WORKERS ?= 2
 SOAK_MINUTES ?= 30
 # make bench-ab: the revision raced against this checkout (empty: `git merge-base main HEAD`, or HEAD~1 on main), and
 # the rounds, models and configurations (empty: loadtest ab's defaults, 3 rounds of tiny,real x clearml-w1,clearml-w2,
@@ -172,7 +175,8 @@ docs: setup
 # Tiers mirror tests/: unit (no servers, no model export), checks (the docs site build and the deploy tools),
 # integration (real servers per stack), e2e (the user's entry points as subprocesses).
 test: lint model system-deps deploy-checks
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS) || test $$? -eq 5  # 5: PYTEST_ARGS selected none of them
 
 test-unit: setup
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

@@ -39,6 +39,8 @@ from services.modelbuild.tiny import WORDS
 from services.triton.repository import RenderOptions
 from tests.support.servers import Server, start_gateway, start_http_stack, start_triton
 
+pytestmark = pytest.mark.serial  # it measures rates and latencies: `make test` runs it alone
+
 HEAVY_CLIENTS = 16
 BURST_S = 5.0
 HEAVY_GIVES_UP_S = 1.0

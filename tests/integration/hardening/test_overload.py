@@ -17,6 +17,8 @@ from loadtest.overload.config import OverloadConfig
 from loadtest.overload.phases import overload
 from loadtest.stackrun import running_stack
 
+pytestmark = pytest.mark.serial  # it measures rates and latencies: `make test` runs it alone
+
 SHORT = OverloadConfig(
     warmup_seconds=2,
     saturate_seconds=4,

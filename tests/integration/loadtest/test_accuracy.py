@@ -18,6 +18,8 @@ from loadtest.tracing import ClientTracing, traceparent
 from services.launcher import free_port
 from tests.support.models import ROOT
 
+pytestmark = pytest.mark.serial  # it measures rates and latencies: `make test` runs it alone
+
 DELAY = 0.05  # long enough that loopback HTTP and the event loops (~2 ms on a busy 2-core VM) stay under 10%
 
 

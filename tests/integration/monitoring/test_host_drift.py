@@ -61,11 +61,14 @@ def wait_for(condition, seconds: float, what: str):
 
 
 def judged(gateway: Server, run: Path, later: list[str]) -> list[tuple[dict, float]]:
-    """500 short texts (the reference, once the judge has read them), then `later`: the scores once there are some."""
+    """500 short texts (the reference, once the judge has read them), then `later`: the scores of a judgement made
+    after the last of them (the first score may come from the window's first 100 values, while they arrive)."""
     send(gateway, short(500, seed=11))
     wait_for(lambda: (run / "prometheus-api" / REFERENCES_FILE).is_file(), 30, "reference taken")
     send(gateway, later)
-    return wait_for(lambda: drift_scores(gateway), 30, "drift score")
+    wait_for(lambda: drift_scores(gateway), 30, "drift score")
+    time.sleep(1.5)  # three judgements (GATEWAY_MONITORING__INTERVAL) after the metrics' 0.5 s flush
+    return drift_scores(gateway)
 
 
 def psi_of_token_length(scores: list[tuple[dict, float]]) -> float:
@@ -93,8 +96,6 @@ def test_two_workers_see_a_length_shift_after_900_requests(tmp_path, tiny_model,
     gateway = start_gateway(tmp_path, tiny_model, triton, workers=2, env=JUDGE_EVERY)
     try:
         scores = judged(gateway, tmp_path, long(400, seed=12))
-        time.sleep(1.5)  # a few more judgements: the score holds
-        scores = drift_scores(gateway)
         print(f"\nshifted, 900 requests over 2 workers: {sorted((s['feature'], s['method'], v) for s, v in scores)}")
         one_score_per_series(scores)
         assert psi_of_token_length(scores) > 0.25, "the alert's threshold"
