@@ -1,7 +1,7 @@
 """Typed settings, built once at startup from the environment and passed down.
 
-Each service has its own env prefix (`SERVING_` for the FastAPI stack, `GATEWAY_` for the gateway); nested groups
-use `__` (e.g. `SERVING_OBSERVABILITY__LOG_JSON=true`).
+Each service has its own env prefix; both HTTP stacks read the settings they share (`ApiSettings`) under `SERVING_`.
+Nested groups use `__` (e.g. `SERVING_OBSERVABILITY__LOG_JSON=true`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US
@@ -60,7 +60,7 @@ class DriftSettings(BaseModel):
     """Seconds between two readings of the workers' counts (and two scores)."""
     worker_scores: bool = True
     """This host's workers judge drift (one of them, on all their values merged). Off
-    (`GATEWAY_MONITORING__WORKER_SCORES=false`) where the controller's fleet monitor judges every host's values
+    (`SERVING_MONITORING__WORKER_SCORES=false`) where the controller's fleet monitor judges every host's values
     merged (`CONTROLLER_PROMETHEUS_URL` set)."""
 
 
@@ -145,7 +145,7 @@ class ApiSettings(BaseSettings):
     (status >= 400) writes one whatever this says; 1 makes every 2xx findable by `serving logs --request-id`
     (docs/decisions/completion-lines.md)."""
 
-    @model_validator(mode="after")
-    def _check_model_dir(self) -> ApiSettings:
-        self.model_dir = self.model_dir.expanduser()
-        return self
+    @field_validator("model_dir")
+    @classmethod
+    def _expand_model_dir(cls, model_dir: Path) -> Path:
+        return model_dir.expanduser()
