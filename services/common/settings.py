@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US
@@ -19,7 +19,7 @@ class RunSettings(BaseSettings):
     """Where a local stack keeps its pid files, logs, state and stores. Read once by each entry point (the `serving`
     and `loadtest` commands, the controller) and passed down; `serving up` hands it to every process it starts."""
 
-    model_config = SettingsConfigDict(env_prefix="SERVING_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SERVING_", extra="ignore", use_attribute_docstrings=True)
 
     run_dir: Path = Path("run")
     """The run directory (`SERVING_RUN_DIR`)."""
@@ -34,6 +34,10 @@ def default_state_url(run_dir: Path) -> str:
 
 
 class ObservabilitySettings(BaseModel):
+    """Logs and traces (`SERVING_OBSERVABILITY__*`)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     log_level: str = "INFO"
     """Root log level."""
     log_json: bool = False
@@ -47,7 +51,10 @@ class ObservabilitySettings(BaseModel):
 
 
 class DriftSettings(BaseModel):
-    """Drift detection on one host (`services.monitoring.drift`): one judge over every worker's values merged."""
+    """Drift detection on one host (`services.monitoring.drift`, `SERVING_MONITORING__*`): one judge over every
+    worker's values merged."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     reference_size: int = Field(500, ge=10)
     """Values (the host's, all workers together) taken as the reference when the version brings none: its first
@@ -67,7 +74,9 @@ class DriftSettings(BaseModel):
 class ApiSettings(BaseSettings):
     """What every HTTP serving stack (FastAPI baseline, gateway) shares."""
 
-    model_config = SettingsConfigDict(env_prefix="SERVING_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="SERVING_", env_nested_delimiter="__", extra="ignore", use_attribute_docstrings=True
+    )
 
     model_dir: Path = Path("build/model")
     """Exported model directory (model.onnx, tokenizer.json, manifest.json), written by `serving model build`."""

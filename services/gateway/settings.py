@@ -25,7 +25,11 @@ class GatewaySettings(ApiSettings):
     `model_validate`)."""
 
     model_config = SettingsConfigDict(
-        env_prefix="SERVING_", env_nested_delimiter="__", extra="ignore", validate_by_name=True
+        env_prefix="SERVING_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        validate_by_name=True,
+        use_attribute_docstrings=True,
     )
 
     triton_grpc_url: str = Field("127.0.0.1:8001", validation_alias="GATEWAY_TRITON_GRPC_URL")
