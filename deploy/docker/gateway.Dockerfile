@@ -14,13 +14,13 @@ COPY --from=build /opt/venv /opt/venv
 # The built-in model (manifest, tokenizer, ONNX file): the gateway reads the manifest and the tokenizer.
 COPY build/model /models/model
 ENV PATH=/opt/venv/bin:$PATH \
-    GATEWAY_MODEL_DIR=/models/model \
+    SERVING_MODEL_DIR=/models/model \
     GATEWAY_TRITON_GRPC_URL=triton:8001 \
-    GATEWAY_WORKERS=2 \
-    GATEWAY_OBSERVABILITY__LOG_JSON=true \
+    SERVING_WORKERS=2 \
+    SERVING_OBSERVABILITY__LOG_JSON=true \
     PROMETHEUS_MULTIPROC_DIR=/tmp/prometheus
 USER 10001
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8080/health/live', timeout=2).status != 200)"]
-CMD ["sh", "-c", "mkdir -p $PROMETHEUS_MULTIPROC_DIR && exec gunicorn -c python:services.api.gunicorn_conf --bind 0.0.0.0:8080 --workers $GATEWAY_WORKERS 'services.gateway.app:create_app()'"]
+CMD ["sh", "-c", "mkdir -p $PROMETHEUS_MULTIPROC_DIR && exec gunicorn -c python:services.api.gunicorn_conf --bind 0.0.0.0:8080 --workers $SERVING_WORKERS 'services.gateway.app:create_app()'"]

@@ -63,7 +63,7 @@ class Gate:
         self.retry_after = retry_after
         self.busy = _Refusal(
             429,
-            f"this worker is handling {limit} requests, its limit (SERVING_/GATEWAY_MAX_INFLIGHT); retry after "
+            f"this worker is handling {limit} requests, its limit (SERVING_MAX_INFLIGHT); retry after "
             f"{retry_after} s, or add workers",
             retry_after,
             close=False,
@@ -71,7 +71,7 @@ class Gate:
         self.crowded = _Refusal(
             503,
             f"this worker has {self.reading_limit} requests still sending their bodies, its limit "
-            f"(SERVING_/GATEWAY_MAX_READING); retry after {retry_after} s",
+            f"(SERVING_MAX_READING); retry after {retry_after} s",
             retry_after,
             close=True,
         )

@@ -12,20 +12,21 @@ from services.api.errors import error_response
 from services.api.paths import METRICS, PROTECTED
 from services.common.errors import ConfigurationError, Unauthorized
 from services.common.settings import ApiSettings
+from services.common.settings_env import env_name
 
 
 def load_keys(settings: ApiSettings) -> list[bytes]:
     """The keys of `api_keys` and of `api_keys_file`, read once at start. A blank key, or a keys file that is missing,
     cannot be read or holds no key, is a ConfigurationError that names the setting: the service does not start
     rather than serve inference to anyone."""
-    prefix = settings.model_config.get("env_prefix", "SERVING_")
     keys = [key.get_secret_value().strip() for key in settings.api_keys]
     if not all(keys):
         raise ConfigurationError(
-            f"{prefix}API_KEYS holds an empty or blank key, which would let any caller in: give every key a value"
+            f"{env_name(type(settings), 'api_keys')} holds an empty or blank key, which would let any caller in: "
+            "give every key a value"
         )
     if settings.api_keys_file is not None:
-        keys += _keys_in(Path(settings.api_keys_file), f"{prefix}API_KEYS_FILE")
+        keys += _keys_in(Path(settings.api_keys_file), env_name(type(settings), "api_keys_file"))
     return [key.encode() for key in keys]
 
 

@@ -25,7 +25,7 @@ from collections import deque
 from services.common.deadline import time_left
 from services.common.errors import DeadlineExceeded, Overloaded, PayloadTooLarge
 
-SETTING = "SERVING_/GATEWAY_MAX_CONCURRENT_TOKENS"
+SETTING = "SERVING_MAX_CONCURRENT_TOKENS"
 
 
 def estimate(texts: list[str], max_length: int) -> int:

@@ -41,9 +41,12 @@ accesslog = None
 errorlog = "-"
 control_socket_disable = True  # one fixed socket path per user would clash between two stacks (tests run several)
 
-# With JSON logs asked for (SERVING_/GATEWAY_OBSERVABILITY__LOG_JSON=true, read by the app's settings too), gunicorn's
+# With JSON logs asked for (SERVING_OBSERVABILITY__LOG_JSON=true, read by the app's settings too), gunicorn's
 # and uvicorn's own lines (worker boots, exits, signals) are JSON as well, so every line of the file parses.
-if any(key.endswith("OBSERVABILITY__LOG_JSON") and value.lower() in ("1", "true") for key, value in os.environ.items()):
+if any(
+    key.upper() == "SERVING_OBSERVABILITY__LOG_JSON" and value.lower() in ("1", "true")
+    for key, value in os.environ.items()
+):
     logconfig_dict = json_log_config()
 
 

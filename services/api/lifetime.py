@@ -4,7 +4,7 @@ Every inference request carries a deadline and is watched, so that work whose cl
 stops holding the worker (docs/decisions/request-bounds.md):
 
 - Deadline: the caller's `x-request-timeout` header, in seconds (a decimal number, as the timeout the caller itself
-  will give up after), or the server's `request_timeout` (`SERVING_`/`GATEWAY_REQUEST_TIMEOUT`), the shorter of the
+  will give up after), or the server's `request_timeout` (`SERVING_REQUEST_TIMEOUT`), the shorter of the
   two, counted from when the request reaches the app. Past it the request's work is cancelled and it is answered
   504. Until then the stages that wait read what is left (`services.common.deadline`): the token budget's queue, and
   Triton, whose gRPC deadline is the time left.

@@ -191,7 +191,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         log.info("431 to %s: request line and headers over %d bytes", self._peer(), limit)
         message = (
             f"the request line and headers are over {limit} bytes, this server's limit "
-            "(SERVING_/GATEWAY_MAX_HEADER_BYTES): send fewer or shorter headers, and long inputs in the body"
+            "(SERVING_MAX_HEADER_BYTES): send fewer or shorter headers, and long inputs in the body"
         )
         self._refuse(431, _refusal(431, "header_too_large", message))
 
@@ -219,7 +219,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             cycle.message_event.set()
         message = (
             f"the request did not arrive in full within {timeout:g} s of its first byte, this server's limit "
-            "(SERVING_/GATEWAY_READ_TIMEOUT): send the headers and the body without pauses"
+            "(SERVING_READ_TIMEOUT): send the headers and the body without pauses"
         )
         self._answer_and_close(408, _refusal(408, "request_timeout", message))
 

@@ -53,6 +53,6 @@ def not_found(request_id: str, share: float | None) -> str:
     if share is not None and share < 1:
         text += (
             f": errors always write their completion line, successful requests only {share:g} of them "
-            "(SERVING_/GATEWAY_COMPLETION_LOG_SAMPLE), so a 2xx may have been left out by that sampling"
+            "(SERVING_COMPLETION_LOG_SAMPLE), so a 2xx may have been left out by that sampling"
         )
     return text

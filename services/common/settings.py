@@ -1,7 +1,7 @@
 """Typed settings, built once at startup from the environment and passed down.
 
-Each service has its own env prefix (`SERVING_` for the FastAPI stack, `GATEWAY_` for the gateway); nested groups
-use `__` (e.g. `SERVING_OBSERVABILITY__LOG_JSON=true`).
+Each service has its own env prefix; both HTTP stacks read the settings they share (`ApiSettings`) under `SERVING_`.
+Nested groups use `__` (e.g. `SERVING_OBSERVABILITY__LOG_JSON=true`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US
@@ -19,7 +19,7 @@ class RunSettings(BaseSettings):
     """Where a local stack keeps its pid files, logs, state and stores. Read once by each entry point (the `serving`
     and `loadtest` commands, the controller) and passed down; `serving up` hands it to every process it starts."""
 
-    model_config = SettingsConfigDict(env_prefix="SERVING_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SERVING_", extra="ignore", use_attribute_docstrings=True)
 
     run_dir: Path = Path("run")
     """The run directory (`SERVING_RUN_DIR`)."""
@@ -34,6 +34,10 @@ def default_state_url(run_dir: Path) -> str:
 
 
 class ObservabilitySettings(BaseModel):
+    """Logs and traces (`SERVING_OBSERVABILITY__*`)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     log_level: str = "INFO"
     """Root log level."""
     log_json: bool = False
@@ -47,7 +51,10 @@ class ObservabilitySettings(BaseModel):
 
 
 class DriftSettings(BaseModel):
-    """Drift detection on one host (`services.monitoring.drift`): one judge over every worker's values merged."""
+    """Drift detection on one host (`services.monitoring.drift`, `SERVING_MONITORING__*`): one judge over every
+    worker's values merged."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     reference_size: int = Field(500, ge=10)
     """Values (the host's, all workers together) taken as the reference when the version brings none: its first
@@ -60,14 +67,16 @@ class DriftSettings(BaseModel):
     """Seconds between two readings of the workers' counts (and two scores)."""
     worker_scores: bool = True
     """This host's workers judge drift (one of them, on all their values merged). Off
-    (`GATEWAY_MONITORING__WORKER_SCORES=false`) where the controller's fleet monitor judges every host's values
+    (`SERVING_MONITORING__WORKER_SCORES=false`) where the controller's fleet monitor judges every host's values
     merged (`CONTROLLER_PROMETHEUS_URL` set)."""
 
 
 class ApiSettings(BaseSettings):
     """What every HTTP serving stack (FastAPI baseline, gateway) shares."""
 
-    model_config = SettingsConfigDict(env_prefix="SERVING_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="SERVING_", env_nested_delimiter="__", extra="ignore", use_attribute_docstrings=True
+    )
 
     model_dir: Path = Path("build/model")
     """Exported model directory (model.onnx, tokenizer.json, manifest.json), written by `serving model build`."""
@@ -145,7 +154,7 @@ class ApiSettings(BaseSettings):
     (status >= 400) writes one whatever this says; 1 makes every 2xx findable by `serving logs --request-id`
     (docs/decisions/completion-lines.md)."""
 
-    @model_validator(mode="after")
-    def _check_model_dir(self) -> ApiSettings:
-        self.model_dir = self.model_dir.expanduser()
-        return self
+    @field_validator("model_dir")
+    @classmethod
+    def _expand_model_dir(cls, model_dir: Path) -> Path:
+        return model_dir.expanduser()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.settings import default_state_url
@@ -19,6 +19,8 @@ from services.triton.control_key import KEY_FILE
 class FleetDriftSettings(BaseModel):
     """The fleet's drift monitor (`services.monitoring.fleet_drift`, `CONTROLLER_DRIFT__*`): counts over every worker
     and pod, as Prometheus sums them."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     reference_size: int = Field(500, ge=10)
     """Values the fleet's reference needs when the version brings none (its first requests, fleet-wide)."""
@@ -32,7 +34,11 @@ class FleetDriftSettings(BaseModel):
 
 class ControllerSettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="CONTROLLER_", extra="ignore", populate_by_name=True, env_nested_delimiter="__"
+        env_prefix="CONTROLLER_",
+        extra="ignore",
+        populate_by_name=True,
+        env_nested_delimiter="__",
+        use_attribute_docstrings=True,
     )
 
     run_dir: Path = Field(Path("run"), validation_alias=AliasChoices("SERVING_RUN_DIR", "run_dir"))

@@ -7,6 +7,7 @@ store per worker, shared by its deployed endpoints and its admin API.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from services.api.app import StackParts
@@ -20,7 +21,7 @@ from services.gateway.deployed import DeployedEndpoints
 from services.gateway.endpoints import EndpointsFile
 from services.gateway.file_source import FileWatcher
 from services.gateway.resolvers import ChainedResolver
-from services.gateway.settings import GatewaySettings
+from services.gateway.settings import GatewaySettings, refuse_unknown_names
 from services.gateway.state_source import StoreWatcher
 from services.gateway.user_threads import UserThreads
 from services.gateway.version_files import version_files
@@ -31,7 +32,11 @@ from services.triton.grpc_client import TritonClient
 
 
 def create_app(settings: GatewaySettings | None = None):
-    settings = settings or GatewaySettings()
+    """The gateway's app; without `settings`, read from the environment, which must name no setting the gateway
+    does not read (`refuse_unknown_names`)."""
+    if settings is None:
+        refuse_unknown_names(os.environ)
+        settings = GatewaySettings()
     store = DeploymentStore.open(settings.state_url) if settings.state_url else None
 
     def parts(manifest: Manifest | None, monitor: DriftMonitor) -> StackParts:

@@ -99,7 +99,7 @@ class UserThreads:
         )
         return (
             f"all {self.size} threads for synchronous user code on this worker are busy{why}: retry, or raise "
-            "GATEWAY_MAX_INFLIGHT or the workers"
+            "SERVING_MAX_INFLIGHT or the workers"
         )
 
 

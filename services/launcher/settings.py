@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class SupervisorSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SUPERVISE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SUPERVISE_", extra="ignore", use_attribute_docstrings=True)
 
     tick: float = Field(0.5, gt=0)
     """Seconds between two looks at every process (an exit is seen within this)."""

@@ -17,7 +17,7 @@ scores it as the fleet's monitor scores Prometheus' sums (`fleet_drift.FleetDrif
 PSI reads: < 0.1 no shift, 0.1-0.25 moderate, > 0.25 significant (the alert threshold in
 observability/prometheus/rules.yml). A fleet whose controller has a Prometheus judges every host's data merged
 instead (`services.controller.fleet_monitor`): its gateways set `worker_scores` off
-(`GATEWAY_MONITORING__WORKER_SCORES=false`) and no worker judges.
+(`SERVING_MONITORING__WORKER_SCORES=false`) and no worker judges.
 """
 
 from __future__ import annotations

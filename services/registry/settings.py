@@ -15,7 +15,11 @@ from services.common.artifacts import ArtifactLimits
 
 class RegistrySettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="REGISTRY_", extra="ignore", populate_by_name=True, env_nested_delimiter="__"
+        env_prefix="REGISTRY_",
+        extra="ignore",
+        populate_by_name=True,
+        env_nested_delimiter="__",
+        use_attribute_docstrings=True,
     )
 
     run_dir: Path = Field(Path("run"), validation_alias=AliasChoices("SERVING_RUN_DIR", "run_dir"))

@@ -18,7 +18,9 @@ ANY_ADDRESS = ("0.0.0.0", "::", "")
 
 
 class AgentSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="AGENT_", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_", extra="ignore", populate_by_name=True, use_attribute_docstrings=True
+    )
 
     run_dir: Path = Field(Path("run"), validation_alias=AliasChoices("SERVING_RUN_DIR", "run_dir"))
     """This host's run directory: its Triton's repository, the versions it fetched, its Triton's log."""

@@ -3,7 +3,6 @@ lifecycle controller deploys registry versions into the same Triton."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from services.common.errors import ConfigurationError
 from services.common.private import ensure_secret, narrow, private_dir
 from services.common.settings import default_state_url
 from services.common.tokenization import default_buckets
+from services.gateway.settings import GatewaySettings
 from services.launcher import ProcessSpec
 from services.stacks.http_service import http_service
 from services.stacks.options import StackOptions
@@ -37,17 +37,17 @@ def clearml_processes(options: StackOptions) -> list[ProcessSpec]:
 def gateway_process(options: StackOptions) -> ProcessSpec:
     """The gateway (`services.gateway.app`): Triton's gRPC port, the endpoint file, the deployment state store the
     controller shares, the admin token; with bucket padding, the buckets its tokenizer pads to."""
-    env = {
-        "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{options.triton_ports.grpc}",
-        "GATEWAY_ENDPOINTS_FILE": str(options.endpoints_file.resolve()),
-        "SERVING_STATE_URL": state_url(options),
-        "GATEWAY_VERSIONS_DIR": str((options.run_dir / "gateway" / "versions").resolve()),
-        "GATEWAY_ADMIN_TOKEN_FILE": str(ensure_admin_token(options.run_dir).resolve()),
+    values = {
+        "triton_grpc_url": f"127.0.0.1:{options.triton_ports.grpc}",
+        "endpoints_file": options.endpoints_file.resolve(),
+        "state_url": state_url(options),
+        "versions_dir": (options.run_dir / "gateway" / "versions").resolve(),
+        "admin_token_file": ensure_admin_token(options.run_dir).resolve(),
     }
     if options.padding == "bucket":
-        env["GATEWAY_BUCKETS"] = json.dumps(default_buckets(Manifest.load(options.model_dir).max_seq_length))
+        values["buckets"] = default_buckets(Manifest.load(options.model_dir).max_seq_length)
     return http_service(
-        options, name="gateway", app="services.gateway.app:create_app()", env_prefix="GATEWAY_", extra_env=env
+        options, name="gateway", app="services.gateway.app:create_app()", settings=GatewaySettings, values=values
     )
 
 

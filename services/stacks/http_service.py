@@ -1,20 +1,31 @@
 """The HTTP stacks' API processes (the FastAPI baseline, the gateway): gunicorn with uvicorn workers, configured
-through the environment their settings read (`SERVING_*`, `GATEWAY_*`)."""
+through the environment their settings class reads (`services.common.settings_env.to_env`)."""
 
 from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from services.common.settings import ApiSettings
+from services.common.settings_env import to_env
 from services.launcher import ProcessSpec, local_address
 from services.stacks.options import StackOptions
 
 
 def http_service(
-    options: StackOptions, *, name: str, app: str, env_prefix: str, extra_env: dict[str, str] | None = None
+    options: StackOptions,
+    *,
+    name: str,
+    app: str,
+    settings: type[ApiSettings] = ApiSettings,
+    values: Mapping[str, Any] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> ProcessSpec:
-    """gunicorn + uvicorn workers serving `app` (an app factory, `module:create_app()`) on the stack's port."""
+    """gunicorn + uvicorn workers serving `app` (an app factory, `module:create_app()`) on the stack's port, with
+    the `settings` the options decide and `values` (fields by name) given to it; `extra_env` is added as it is."""
     argv = [
         sys.executable,
         "-m",
@@ -29,7 +40,7 @@ def http_service(
         name,
         app,
     ]
-    env = http_env(options, name=name, env_prefix=env_prefix) | (extra_env or {})
+    env = http_env(options, name=name, settings=settings, values=values) | (extra_env or {})
     multiproc = Path(env["PROMETHEUS_MULTIPROC_DIR"])
     return ProcessSpec(
         name=name,
@@ -41,35 +52,42 @@ def http_service(
     )
 
 
-def http_env(options: StackOptions, *, name: str, env_prefix: str) -> dict[str, str]:
-    """The settings (`services.common.settings.ApiSettings` under `env_prefix`) that the stack's options decide."""
-    env = {
-        f"{env_prefix}MODEL_DIR": str(options.model_dir.resolve()),
-        f"{env_prefix}WORKERS": str(options.workers),
-        f"{env_prefix}PORT": str(options.port),
-        f"{env_prefix}HOST": options.host,
-        "PROMETHEUS_MULTIPROC_DIR": _multiproc_dir(options, name),
+def http_env(
+    options: StackOptions,
+    *,
+    name: str,
+    settings: type[ApiSettings] = ApiSettings,
+    values: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """The environment of `settings` holding what the stack's options decide, and `values` over them."""
+    fields: dict[str, Any] = {
+        "model_dir": options.model_dir.resolve(),
+        "workers": options.workers,
+        "port": options.port,
+        "host": options.host,
     }
     if options.endpoint:
-        env[f"{env_prefix}ENDPOINT"] = options.endpoint
+        fields["endpoint"] = options.endpoint
     if name == "fastapi" and options.tuning.intra_op_threads:
-        env[f"{env_prefix}INTRA_OP_THREADS"] = str(options.tuning.intra_op_threads)
+        fields["intra_op_threads"] = options.tuning.intra_op_threads
     if name == "fastapi" and options.device == "sim":
-        env |= {
-            f"{env_prefix}DEVICE": "sim",
-            f"{env_prefix}SIM_FIXED_US": repr(float(options.sim_fixed_us)),
-            f"{env_prefix}SIM_PER_TOKEN_US": repr(float(options.sim_per_token_us)),
-            f"{env_prefix}SIM_LOCK_FILE": str(options.sim_lock_file),
+        fields |= {
+            "device": "sim",
+            "sim_fixed_us": options.sim_fixed_us,
+            "sim_per_token_us": options.sim_per_token_us,
+            "sim_lock_file": options.sim_lock_file,
         }
     if name == "gateway" and options.tuning.coalesce_depth:
-        env[f"{env_prefix}COALESCE_DEPTH"] = str(options.tuning.coalesce_depth)
+        fields["coalesce_depth"] = options.tuning.coalesce_depth
+    observability: dict[str, Any] = {}
     if options.log_json:
-        env[f"{env_prefix}OBSERVABILITY__LOG_JSON"] = "true"
+        observability["log_json"] = True
     if options.tracing_url:
-        env[f"{env_prefix}OBSERVABILITY__TRACING"] = "true"
-        env[f"{env_prefix}OBSERVABILITY__OTLP_ENDPOINT"] = options.tracing_url
-        env[f"{env_prefix}OBSERVABILITY__SAMPLING_RATIO"] = str(options.trace_ratio)
-    return env
+        observability |= {"tracing": True, "otlp_endpoint": options.tracing_url, "sampling_ratio": options.trace_ratio}
+    if observability:
+        fields["observability"] = observability
+    env = to_env(settings.model_validate(fields | dict(values or {})))
+    return env | {"PROMETHEUS_MULTIPROC_DIR": _multiproc_dir(options, name)}
 
 
 def _multiproc_dir(options: StackOptions, name: str) -> str:

@@ -20,7 +20,7 @@ def stack_processes(options: StackOptions) -> list[ProcessSpec]:
     receiver = [trace_receiver(options)] if options.traces and not options.otlp_endpoint else []
     if options.stack == "fastapi":
         app = "services.fastapi_stack.app:create_app()"
-        return receiver + [http_service(options, name="fastapi", app=app, env_prefix="SERVING_")]
+        return receiver + [http_service(options, name="fastapi", app=app)]
     if options.stack == "triton":
         return receiver + [triton_service(options, models=["tokenizer", "encoder", "ensemble"])]
     return receiver + clearml_processes(options)

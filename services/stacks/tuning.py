@@ -27,7 +27,7 @@ class Tuning:
     spin: bool | None = None
     """ONNX Runtime's threads spin between runs (Triton's encoder)."""
     coalesce_depth: int | None = None
-    """Coalesced batches in flight per gateway worker (`GATEWAY_COALESCE_DEPTH`)."""
+    """Coalesced batches in flight per gateway worker (`SERVING_COALESCE_DEPTH`)."""
 
     @classmethod
     def of(cls, knobs: Mapping[str, Any] | None) -> Tuning:

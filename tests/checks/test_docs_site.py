@@ -87,6 +87,14 @@ def test_the_settings_reference_documents_every_settings_class(site):
     for field in ("max_inflight", "triton_grpc_url", "drain_seconds", "tracking_uri"):
         assert field in settings
     assert "model_config" not in settings, "pydantic's class configuration is no setting"
+    for variable in (
+        "SERVING_MAX_TEXTS",
+        "SERVING_OBSERVABILITY__LOG_JSON",
+        "GATEWAY_TRITON_GRPC_URL",
+        "AGENT_HTTP_PORT",
+    ):
+        assert variable in settings, variable
+    assert "GATEWAY_MAX_TEXTS is not a gateway setting" in settings and "GATEWAY_WORKERS" not in settings
 
 
 def test_the_site_reads_offline(site):

@@ -25,7 +25,7 @@ from services.triton.server import TritonPorts
 from tests.support.agents import agent_host, agents_controller, tracking_server
 
 GATEWAY_APP = "services.gateway.app:create_app()"
-FLEET_GATEWAY_ENV = {"GATEWAY_MONITORING__WORKER_SCORES": "false"}
+FLEET_GATEWAY_ENV = {"SERVING_MONITORING__WORKER_SCORES": "false"}
 """Gateways of a fleet judged by the controller's drift monitor: their workers judge nothing themselves."""
 
 
@@ -191,6 +191,6 @@ def gateway_spec(
         **FLEET_GATEWAY_ENV,
         **(env or {}),
     }
-    spec = http_service(options, name="gateway", app=GATEWAY_APP, env_prefix="GATEWAY_", extra_env=settings)
+    spec = http_service(options, name="gateway", app=GATEWAY_APP, extra_env=settings)
     spec.stop_timeout = 15
     return spec

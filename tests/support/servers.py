@@ -36,14 +36,13 @@ def start_http_stack(
     workers: int = 1,
     env: dict[str, str] | None = None,
     app: str = "services.fastapi_stack.app:create_app()",
-    env_prefix: str = "SERVING_",
 ) -> Server:
     port = free_port()
     options = StackOptions(workers=workers, host="127.0.0.1", port=port, model_dir=model_dir, run_dir=tmp_path)
     # Tests call the built-in endpoint `minilm` whatever the model, as the README's examples do; by default a server
     # names it after its model (tests/e2e checks that).
-    env = {f"{env_prefix}ENDPOINT": "minilm", **(env or {})}
-    spec = http_service(options, name="api", app=app, env_prefix=env_prefix, extra_env=env)
+    env = {"SERVING_ENDPOINT": "minilm", **(env or {})}
+    spec = http_service(options, name="api", app=app, extra_env=env)
     spec.stop_timeout = 15
     launcher = Launcher(tmp_path)
     launcher.start_ready(spec, detach=True, timeout=90)
@@ -132,7 +131,6 @@ def start_gateway(
         workers=workers,
         env=settings,
         app="services.gateway.app:create_app()",
-        env_prefix="GATEWAY_",
     )
 
 
@@ -143,9 +141,7 @@ def start_gateway_alone(run: Path, env: dict[str, str], *, timeout: float = 90) 
     port = free_port()
     options = StackOptions(workers=1, host="127.0.0.1", port=port, model_dir=run / "none", run_dir=run)
     settings = {"GATEWAY_TRITON_GRPC_URL": "127.0.0.1:1", **env}
-    spec = http_service(
-        options, name="api", app="services.gateway.app:create_app()", env_prefix="GATEWAY_", extra_env=settings
-    )
+    spec = http_service(options, name="api", app="services.gateway.app:create_app()", extra_env=settings)
     spec.ready_url = f"http://127.0.0.1:{port}/health/live"
     launcher = Launcher(run)
     launcher.start_ready(spec, detach=True, timeout=timeout)

@@ -111,8 +111,8 @@ def test_full_triton_queue_is_503_and_worker_bound_is_429(tmp_path, tiny_model):
     slow = RenderOptions(batching=True, max_queue_size=2, max_queue_delay_us=500_000)
     triton = start_triton(tmp_path / "triton", tiny_model, slow, models=("encoder",))
     # uncoalesced: each request its own Triton request, so 16 of them overflow Triton's queue of 2
-    roomy = start_gateway(tmp_path / "gw", tiny_model, triton, workers=1, env={"GATEWAY_COALESCE": "false"})
-    bounded = start_gateway(tmp_path / "gw1", tiny_model, triton, workers=1, env={"GATEWAY_MAX_INFLIGHT": "1"})
+    roomy = start_gateway(tmp_path / "gw", tiny_model, triton, workers=1, env={"SERVING_COALESCE": "false"})
+    bounded = start_gateway(tmp_path / "gw1", tiny_model, triton, workers=1, env={"SERVING_MAX_INFLIGHT": "1"})
 
     def burst(server):
         def post(_):

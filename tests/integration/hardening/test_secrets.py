@@ -2,7 +2,8 @@
 
 - A blank admin token file, or an API keys file with no key, stops the server at start with a sentence that says
   what to do (before: the gateway answered 200 to `Authorization: Bearer` and nothing after it; an empty keys file
-  served inference to anyone).
+  served inference to anyone). So does a stale setting name: `GATEWAY_MAX_INFLIGHT` (before: silently the
+  gateway's name for what the FastAPI stack reads as `SERVING_MAX_INFLIGHT`).
 - A 300 MB admin body without the token is refused before it is read (before: read and parsed, 422 "JSON decode
   error", the worker's memory 218 -> 821 MB); with the token, a body over the cap gets 413 as it arrives.
 Each test prints its measured figures (`pytest -s`).
@@ -53,6 +54,12 @@ def test_a_gateway_with_a_blank_admin_token_file_does_not_start(tmp_path, conten
     refused_start(lambda: start_gateway_alone(tmp_path, env, timeout=60)[1])
     log = (tmp_path / "logs" / "api.log").read_text()
     assert "(GATEWAY_ADMIN_TOKEN_FILE) is empty or blank" in log and "secrets.token_urlsafe" in log
+
+
+def test_a_gateway_given_a_shared_setting_under_a_gateway_name_does_not_start(tmp_path):
+    refused_start(lambda: start_gateway_alone(tmp_path, {"GATEWAY_MAX_INFLIGHT": "1"}, timeout=60)[1])
+    log = (tmp_path / "logs" / "api.log").read_text()
+    assert "GATEWAY_MAX_INFLIGHT is not a gateway setting: every HTTP stack reads SERVING_MAX_INFLIGHT" in log
 
 
 def test_a_server_with_an_api_keys_file_that_holds_no_key_does_not_start(tmp_path, tiny_model):

@@ -178,9 +178,8 @@ def test_a_gateway_without_a_built_in_model_starts_and_serves_deployed_endpoints
     gateway = start_http_stack(
         tmp_path,
         stack.options.model_dir,
-        env=env | {"GATEWAY_MODEL_DIR": str(tmp_path / "none")},
+        env=env | {"SERVING_MODEL_DIR": str(tmp_path / "none")},
         app="services.gateway.app:create_app()",
-        env_prefix="GATEWAY_",
     )
     try:
         with gateway.client() as client:

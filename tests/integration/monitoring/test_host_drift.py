@@ -21,7 +21,7 @@ from services.monitoring.drift import JUDGE_LOCK, REFERENCES_FILE
 from services.triton.repository import RenderOptions
 from tests.support.servers import Server, start_gateway, start_triton
 
-JUDGE_EVERY = {"GATEWAY_MONITORING__INTERVAL": "0.5"}  # every other drift setting at its default
+JUDGE_EVERY = {"SERVING_MONITORING__INTERVAL": "0.5"}  # every other drift setting at its default
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,7 @@ def gateway(tmp_path_factory, tiny_model):
         endpoints={"stats": EndpointConfig(engine="custom", preprocess=str(base / "reporting.py"))},
         metrics={"stats": declared},
     ).write(run_dir / "endpoints.json")
-    server = start_gateway(run_dir, tiny_model, triton, env={"GATEWAY_OBSERVABILITY__LOG_JSON": "true"})
+    server = start_gateway(run_dir, tiny_model, triton, env={"SERVING_OBSERVABILITY__LOG_JSON": "true"})
     yield server
     server.launcher.stop_all()
     triton.stop()

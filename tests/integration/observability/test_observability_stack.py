@@ -29,9 +29,6 @@ FAST_DRIFT = {
     "SERVING_MONITORING__REFERENCE_SIZE": "20",
     "SERVING_MONITORING__MIN_SAMPLES": "10",
     "SERVING_MONITORING__INTERVAL": "1",
-    "GATEWAY_MONITORING__REFERENCE_SIZE": "20",
-    "GATEWAY_MONITORING__MIN_SAMPLES": "10",
-    "GATEWAY_MONITORING__INTERVAL": "1",
 }
 # Grafana's variables as a dashboard with every variable at "All" sends them.
 ALL = {

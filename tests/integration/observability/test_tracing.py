@@ -117,7 +117,7 @@ def traced_gateway(tmp_path_factory, tiny_model, receiver, traced_triton):
     EndpointsFile(endpoints={"burn": EndpointConfig(engine="custom", preprocess=str(base / "burn.py"))}).write(
         run_dir / "endpoints.json"
     )
-    env = {"GATEWAY_OBSERVABILITY__TRACING": "true", "GATEWAY_OBSERVABILITY__OTLP_ENDPOINT": receiver.url}
+    env = {"SERVING_OBSERVABILITY__TRACING": "true", "SERVING_OBSERVABILITY__OTLP_ENDPOINT": receiver.url}
     gateway = start_gateway(run_dir, tiny_model, traced_triton, workers=1, env={**env, **FAST_EXPORT})
     yield gateway
     gateway.launcher.stop_all()

@@ -32,7 +32,7 @@ from tests.support.hosts import (
 
 ENDPOINT, REGISTERED = "emb", "tiny-emb"
 REGISTRY, TRITONS, GATEWAYS = "127.0.0.4", ("127.0.0.2", "127.0.0.3"), ("127.0.0.6", "127.0.0.7")
-GATEWAY_WORKERS = (2, 1)
+WORKERS_PER_GATEWAY = (2, 1)
 SCRAPE = 1.0
 TOKEN = "scale-out-admin-token"
 CONTROLLER = {
@@ -86,7 +86,7 @@ class Fleet:
         for host in self.tritons:
             host.start(triton_spec(host, self.ports, **urls, env=SUPERVISE))
         tritons = [f"{address}:{self.ports.grpc}" for address in TRITONS]
-        for host, workers in zip(self.gateways, GATEWAY_WORKERS, strict=True):
+        for host, workers in zip(self.gateways, WORKERS_PER_GATEWAY, strict=True):
             env = {"GATEWAY_ADMIN_TOKEN": TOKEN}
             host.start(gateway_spec(host, self.gateway_port, tritons=tritons, workers=workers, env=env, **urls))
         self.hosts.wait_ready(120)

@@ -113,9 +113,7 @@ def test_the_refusal_is_encoded_once_and_carries_the_request_id():
         return await call(app, "/serve/minilm")
 
     start, sent = asyncio.run(scenario())
-    message = (
-        "this worker is handling 0 requests, its limit (SERVING_/GATEWAY_MAX_INFLIGHT); retry after 2 s, or add workers"
-    )
+    message = "this worker is handling 0 requests, its limit (SERVING_MAX_INFLIGHT); retry after 2 s, or add workers"
     expected = {"error": {"message": message, "type": "overloaded", "code": 429, "request_id": 'abc-"1"'}}
     assert sent["body"] == orjson.dumps(expected), "the same bytes a per-refusal orjson.dumps would give"
     assert dict(start["headers"])[b"content-length"] == str(len(sent["body"])).encode()
@@ -207,7 +205,7 @@ def test_a_body_in_several_chunks_is_admitted_at_its_last_chunk():
         await asyncio.sleep(0)
         switch.app = inner  # the slot is held; the next request reads its body in chunks and finds the bound full
         refused = await call(app, "/serve/minilm", messages=chunks)
-        assert refused[0]["status"] == 429 and b"its limit (SERVING_/GATEWAY_MAX_INFLIGHT)" in refused[1]["body"]
+        assert refused[0]["status"] == 429 and b"its limit (SERVING_MAX_INFLIGHT)" in refused[1]["body"]
         assert (app.gate.reading, app.gate.inflight) == (0, 1)
         held.release.set()
         await holder

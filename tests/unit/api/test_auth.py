@@ -14,16 +14,15 @@ from services.gateway.settings import GatewaySettings
 
 
 def settings_with(tmp_path, monkeypatch, content: str | bytes | None, keys: list[str] | None = None, cls=ApiSettings):
-    prefix = cls.model_config["env_prefix"]
     if content is not None:
         path = tmp_path / "keys"
         if content == "a directory":
             path.mkdir()
         else:
             path.write_bytes(content if isinstance(content, bytes) else content.encode())
-        monkeypatch.setenv(f"{prefix}API_KEYS_FILE", str(path))
+        monkeypatch.setenv("SERVING_API_KEYS_FILE", str(path))
     if keys is not None:
-        monkeypatch.setenv(f"{prefix}API_KEYS", json.dumps(keys))
+        monkeypatch.setenv("SERVING_API_KEYS", json.dumps(keys))
     return cls()
 
 
@@ -43,8 +42,7 @@ def test_an_empty_or_unreadable_keys_file_stops_the_start_naming_the_setting(tmp
     settings = settings_with(tmp_path, monkeypatch, content, cls=cls)
     with pytest.raises(ConfigurationError) as refused:
         load_keys(settings)
-    prefix = cls.model_config["env_prefix"]
-    assert says in refused.value.message and f"{prefix}API_KEYS_FILE" in refused.value.message
+    assert says in refused.value.message and "SERVING_API_KEYS_FILE" in refused.value.message, "one name, any stack"
 
 
 @pytest.mark.parametrize("keys", [[""], ["good-key", "  "]])

@@ -7,6 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from services.common.settings_env import variables
 from services.controller.settings import ControllerSettings
 from services.gateway.settings import GatewaySettings
 from services.registry.settings import RegistrySettings
@@ -68,34 +69,27 @@ def project_variables() -> dict[str, set[str]]:
     return found
 
 
-def reads(settings_class, variable: str, prefix: str) -> bool:
-    path = variable.removeprefix(prefix).lower().split("__")
-    fields = settings_class.model_fields
-    for part in path[:-1]:
-        if part not in fields:
-            return False
-        fields = fields[part].annotation.model_fields
-    aliases = {a for f in fields.values() if f.validation_alias for a in getattr(f.validation_alias, "choices", [])}
-    return path[-1] in fields or variable in aliases
+def reads(settings_class, variable: str) -> bool:
+    return variable in {read.name for read in variables(settings_class)}
 
 
 def test_every_variable_a_template_sets_is_a_setting_the_service_reads():
-    """Each project process's variables against the settings class it builds (by prefix, or by a field's alias such
-    as SERVING_STATE_URL, SERVING_RUN_DIR or MLFLOW_TRACKING_URI)."""
+    """Each project process's variables against the names the settings class it builds reads (by prefix, or by a
+    field's alias such as SERVING_STATE_URL, SERVING_RUN_DIR or MLFLOW_TRACKING_URI): a stale name fails here."""
     settings = {
-        "gateway": (GatewaySettings, "GATEWAY_"),
-        "controller": (ControllerSettings, "CONTROLLER_"),
-        "agent": (AgentSettings, "AGENT_"),
-        "prepare": (AgentSettings, "AGENT_"),  # the Triton pods' agent, as their init step
+        "gateway": GatewaySettings,
+        "controller": ControllerSettings,
+        "agent": AgentSettings,
+        "prepare": AgentSettings,  # the Triton pods' agent, as their init step
     }
     checked = 0
-    for service, variables in project_variables().items():
-        for variable in variables:
+    for service, names in project_variables().items():
+        for variable in names:
             if service in settings:
-                settings_class, prefix = settings[service]
+                settings_class = settings[service]
                 if variable == "MLFLOW_TRACKING_URI" and service != "gateway":  # read by their registry adapter
-                    settings_class, prefix = RegistrySettings, "REGISTRY_"
-                assert reads(settings_class, variable, prefix), f"{service}: {variable}"
+                    settings_class = RegistrySettings
+                assert reads(settings_class, variable), f"{service}: {variable}"
             elif service == "triton":  # tritonserver's arguments take the control key from it (`$(VAR)`)
                 assert variable == "TRITON_CONTROL_KEY", f"{service}: {variable}"
                 continue

@@ -100,7 +100,7 @@ def test_tuning_reaches_only_the_process_it_belongs_to(options):
     (fastapi,) = stack_processes(tuned)
     assert fastapi.env["SERVING_INTRA_OP_THREADS"] == "2" and "SERVING_COALESCE_DEPTH" not in fastapi.env
     triton, gateway, _ = stack_processes(replace(tuned, stack="clearml"))
-    assert gateway.env["GATEWAY_COALESCE_DEPTH"] == "3" and "GATEWAY_INTRA_OP_THREADS" not in gateway.env
+    assert gateway.env["SERVING_COALESCE_DEPTH"] == "3" and "SERVING_INTRA_OP_THREADS" not in gateway.env
     config = parse((options.run_dir / "triton-repository" / "encoder" / "config.pbtxt").read_text())
     assert config.HasField("dynamic_batching") and config.dynamic_batching.max_queue_delay_microseconds == 0, (
         "batching with no Triton delay behind the gateway"
