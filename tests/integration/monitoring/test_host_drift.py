@@ -67,7 +67,7 @@ def judged(gateway: Server, run: Path, later: list[str]) -> list[tuple[dict, flo
     wait_for(lambda: (run / "prometheus-api" / REFERENCES_FILE).is_file(), 30, "reference taken")
     send(gateway, later)
     wait_for(lambda: drift_scores(gateway), 30, "drift score")
-    time.sleep(1.5)  # three judgements (GATEWAY_MONITORING__INTERVAL) after the metrics' 0.5 s flush
+    time.sleep(1.5)  # three judgements (SERVING_MONITORING__INTERVAL) after the metrics' 0.5 s flush
     return drift_scores(gateway)
 
 
