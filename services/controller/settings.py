@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.settings import default_state_url
@@ -41,11 +41,11 @@ class ControllerSettings(BaseSettings):
         use_attribute_docstrings=True,
     )
 
-    run_dir: Path = Field(Path("run"), validation_alias=AliasChoices("SERVING_RUN_DIR", "run_dir"))
+    run_dir: Path = Field(Path("run"), validation_alias="SERVING_RUN_DIR")
     """The run directory (`SERVING_RUN_DIR`): the default paths below, and the registry's embedded store."""
     state_url: str = Field(
         default_factory=lambda data: default_state_url(data["run_dir"]),
-        validation_alias=AliasChoices("SERVING_STATE_URL", "state_url"),
+        validation_alias="SERVING_STATE_URL",
     )
     """The shared deployment state (`SERVING_STATE_URL`, one name in every process): `sqlite:///<path>` (default
     `<run_dir>/lifecycle/state.db`, one host) or `postgresql+psycopg2://user[:password]@host:port/db` (a fleet)."""

@@ -22,7 +22,7 @@ class RegistrySettings(BaseSettings):
         use_attribute_docstrings=True,
     )
 
-    run_dir: Path = Field(Path("run"), validation_alias=AliasChoices("SERVING_RUN_DIR", "run_dir"))
+    run_dir: Path = Field(Path("run"), validation_alias="SERVING_RUN_DIR")
     """The run directory (`SERVING_RUN_DIR`), home of the embedded store by default."""
     tracking_uri: str | None = Field(
         None, validation_alias=AliasChoices("MLFLOW_TRACKING_URI", "REGISTRY_TRACKING_URI")

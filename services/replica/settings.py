@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.settings import default_state_url
@@ -22,11 +22,11 @@ class AgentSettings(BaseSettings):
         env_prefix="AGENT_", extra="ignore", populate_by_name=True, use_attribute_docstrings=True
     )
 
-    run_dir: Path = Field(Path("run"), validation_alias=AliasChoices("SERVING_RUN_DIR", "run_dir"))
+    run_dir: Path = Field(Path("run"), validation_alias="SERVING_RUN_DIR")
     """This host's run directory: its Triton's repository, the versions it fetched, its Triton's log."""
     state_url: str = Field(
         default_factory=lambda data: default_state_url(data["run_dir"]),
-        validation_alias=AliasChoices("SERVING_STATE_URL", "state_url"),
+        validation_alias="SERVING_STATE_URL",
     )
     """The shared deployment state (`SERVING_STATE_URL`, the controller's and the gateways' too)."""
     address: str = "127.0.0.1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
@@ -114,3 +115,20 @@ def test_every_name_listed_is_one_the_class_reads(clean_env, cls):
         clean_env.delenv(variable.name)
         checked += 1
     assert checked >= 8
+
+
+@pytest.mark.parametrize(
+    "settings_class", ["services.controller.settings:ControllerSettings", "services.replica.settings:AgentSettings"]
+)
+def test_a_bare_run_dir_or_state_url_in_the_environment_is_not_read(settings_class, monkeypatch, tmp_path):
+    module, name = settings_class.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    monkeypatch.setenv("RUN_DIR", str(tmp_path / "stray"))
+    monkeypatch.setenv("STATE_URL", "sqlite:////tmp/stray.db")
+    monkeypatch.delenv("SERVING_RUN_DIR", raising=False)
+    monkeypatch.delenv("SERVING_STATE_URL", raising=False)
+    settings = cls()
+    assert settings.run_dir == Path("run") and "stray" not in settings.state_url, "only the SERVING_ names are read"
+    monkeypatch.setenv("SERVING_RUN_DIR", str(tmp_path / "mine"))
+    assert cls().run_dir == tmp_path / "mine"
+    assert cls(run_dir=tmp_path / "given").run_dir == tmp_path / "given", "set by name in code"
