@@ -14,7 +14,7 @@ from services.lifecycle.state import DeploymentStore, VersionState
 from services.replica.agent import ReplicaAgent
 from services.triton.model_control import TritonModels
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
-from tests.unit.lifecycle.fakes import Clock, FakeRegistry
+from tests.unit.controller.fakes import Clock, FakeRegistry
 
 REPLICA = "127.0.0.2:8001"
 

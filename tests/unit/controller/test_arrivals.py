@@ -8,9 +8,9 @@ from services.lifecycle import transitions
 from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.shares import arrivals
+from tests.unit.controller.world import run_traffic
 from tests.unit.lifecycle.states import deployments
 from tests.unit.lifecycle.test_transitions_controller import Manifestish
-from tests.unit.lifecycle.world import run_traffic
 
 POLICY = RolloutPolicy(steps=[10, 50, 100], dwell=60)
 

@@ -11,7 +11,7 @@ from services.lifecycle import transitions
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.state import DeploymentStore, EndpointState
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
-from tests.unit.lifecycle.fakes import Clock, FakeMetrics, FakeRegistry, FakeTriton
+from tests.unit.controller.fakes import Clock, FakeMetrics, FakeRegistry, FakeTriton
 
 
 class World:

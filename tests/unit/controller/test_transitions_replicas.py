@@ -13,7 +13,7 @@ from services.controller.settings import ControllerSettings
 from services.lifecycle import placement, transitions
 from services.lifecycle.state import DeploymentStore, EndpointState, VersionState
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
-from tests.unit.lifecycle.fakes import Clock, FakeMetrics, FakeRegistry, FakeTriton
+from tests.unit.controller.fakes import Clock, FakeMetrics, FakeRegistry, FakeTriton
 from tests.unit.lifecycle.states import deployments
 
 A, B = "127.0.0.2:8001", "127.0.0.3:8001"

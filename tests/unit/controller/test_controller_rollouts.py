@@ -11,8 +11,8 @@ import pytest
 from services.lifecycle import transitions, transitions_rollout
 from services.lifecycle.routing import effective_weights
 from tests.support.models import UNIT_HIDDEN
-from tests.unit.lifecycle.fakes import GATEWAY
-from tests.unit.lifecycle.world import World, run_traffic
+from tests.unit.controller.fakes import GATEWAY
+from tests.unit.controller.world import World, run_traffic
 
 POLICY = {"steps": [50, 100], "dwell": 10.0, "max_error_rate": 0.01, "max_p99_ratio": 5.0, "min_requests": 20}
 

@@ -11,7 +11,7 @@ from services.controller.gateway_metrics import HttpGatewayMetrics, PrometheusGa
 from services.lifecycle.ports import GatewayMetrics, Registry, TritonControl
 from services.registry.mlflow_registry import ModelRegistry
 from services.triton.model_control import TritonModels
-from tests.unit.lifecycle.fakes import FakeMetrics, FakeRegistry, FakeTriton
+from tests.unit.controller.fakes import FakeMetrics, FakeRegistry, FakeTriton
 
 
 def methods(protocol: type) -> list[str]:

@@ -17,7 +17,7 @@ from contextlib import closing
 import pytest
 
 from tests.support.state import stored, write_document
-from tests.unit.lifecycle.world import World
+from tests.unit.controller.world import World
 
 BROKEN = {
     "empty": "",

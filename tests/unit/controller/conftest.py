@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.lifecycle.world import World
+from tests.unit.controller.world import World
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from services.common.contract import MODEL_FILE
 from services.lifecycle import transitions
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
 from tests.support.state import stored
-from tests.unit.lifecycle.world import World
+from tests.unit.controller.world import World
 
 
 def test_new_registry_versions_are_found_and_only_the_newest_max_versions_deployed(world):
