@@ -19,6 +19,8 @@ from tests.support.postgres import postgres  # noqa: F401 - the session's Postgr
 from tests.support.servers import Server, start_http_stack
 
 TIERS = ("unit", "checks", "integration", "e2e")
+WHOLE_PACKAGES = ("tests/integration/scaleout/",)
+"""Packages with a package-scoped fixture (the fleet): `make test`'s processes take each whole, so it starts once."""
 EXPORTED_MODEL_FIXTURES = {"tiny_model", "tiny_classifier", "real_model", "fastapi_server"}
 
 
@@ -39,6 +41,21 @@ def pytest_runtest_setup(item):
         os.environ.pop(MLFLOW_URI, None)
     else:
         os.environ[MLFLOW_URI] = MLFLOW_URI_AT_START
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` (`-n N --dist loadfile`): each process takes a test file at a time, so a module's servers start
+    once, and a package of `WHOLE_PACKAGES` whole."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndWholePackages(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return next((package for package in WHOLE_PACKAGES if path.startswith(package)), path)
+
+    return FilesAndWholePackages(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
