@@ -132,8 +132,12 @@ def _method(saturated: list[Summary], ceiling: dict, info: dict, config: MatrixC
         f"{info['cpus']} CPUs ({info['cpu_model']}), {info['platform']}, Python {info['python']}; "
         f"mix `{config.mix}`, {config.texts_per_request} text(s) per request; saturation: closed loop, "
         f"{config.concurrency} workers, {config.saturation_seconds:g} s, in {rounds} interleaved round(s) "
-        f"(each figure: the median, throughput with its min-max); load levels: open loop, "
-        f"{config.load_seconds:g} s each, in the last round.",
+        f"(each figure: the median, throughput with its min-max); "
+        + (
+            f"load levels: open loop, {config.load_seconds:g} s each, in the last round."
+            if config.load_levels
+            else "no open-loop levels."
+        ),
         "",
         f"{ceiling_name(ceiling)[0].upper()}{ceiling_name(ceiling)[1:]} (no server, best batch size "
         f"{ceiling['batch']}): **{ceiling['rate']:.1f} sequences/s**, measured in the same run.{drift}",
