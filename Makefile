@@ -26,9 +26,9 @@ TRACE_RATIO ?= 1.0
 ENDPOINT ?=
 DETACH ?=
 PYTEST_ARGS ?=
-# make test: the suite in this many processes (pytest-xdist), a test file each at a time, then the tests marked
-# `serial` (they measure rates and latencies) alone.
-TEST_WORKERS ?= 2
+# make test: the suite in this many processes (pytest-xdist; most tests wait on servers, so 3 keep 2 cores busy), a
+# test file each at a time, then the tests marked `serial` (they measure rates and latencies) alone.
+TEST_WORKERS ?= 3
 SOAK_MINUTES ?= 30
 # make bench-ab: the revision raced against this checkout (empty: `git merge-base main HEAD`, or HEAD~1 on main), and
 # the rounds, models and configurations (empty: loadtest ab's defaults, 3 rounds of tiny,real x clearml-w1,clearml-w2,

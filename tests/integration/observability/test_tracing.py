@@ -24,6 +24,8 @@ from services.triton.repository import RenderOptions
 from services.triton.server import TritonPorts, triton_process
 from tests.support.servers import start_gateway, start_http_stack, start_triton
 
+pytestmark = pytest.mark.serial  # its analyses attribute latency: beside other tests' servers they see the neighbour
+
 FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "300"}  # the SDK's batch span processor exports every 0.3 s
 
 BURN = """

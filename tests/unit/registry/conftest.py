@@ -27,3 +27,14 @@ def dataset_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("data") / "reviews.csv"
     path.write_text("text,label\ngreat,positive\nawful,negative\n")
     return path
+
+
+@pytest.fixture(autouse=True)
+def registry_uris(request):
+    """MLflow's process-wide URIs pointed at the session's store again before each test that uses it: any other
+    `ModelRegistry` built in this process since (another test file in the same test process) moved them, and the
+    fluent API (`mlflow.start_run`, which the pipeline uses) follows them."""
+    if "registry" in request.fixturenames:
+        registry = request.getfixturevalue("registry")
+        registry.mlflow.set_tracking_uri(registry.uri)
+        registry.mlflow.set_registry_uri(registry.uri)
