@@ -3,6 +3,7 @@ lifecycle controller deploys registry versions into the same Triton."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from services.common.errors import ConfigurationError
 from services.common.private import ensure_secret, narrow, private_dir
 from services.common.settings import default_state_url
 from services.common.tokenization import default_buckets
-from services.gateway.settings import GatewaySettings
+from services.gateway.settings import GatewaySettings, refuse_unknown_names
 from services.launcher import ProcessSpec
 from services.stacks.http_service import http_service
 from services.stacks.options import StackOptions
@@ -36,7 +37,9 @@ def clearml_processes(options: StackOptions) -> list[ProcessSpec]:
 
 def gateway_process(options: StackOptions) -> ProcessSpec:
     """The gateway (`services.gateway.app`): Triton's gRPC port, the endpoint file, the deployment state store the
-    controller shares, the admin token; with bucket padding, the buckets its tokenizer pads to."""
+    controller shares, the admin token; with bucket padding, the buckets its tokenizer pads to. A `GATEWAY_` name in
+    this environment that the gateway would not read stops the start here, before any process starts."""
+    refuse_unknown_names(os.environ)
     values = {
         "triton_grpc_url": f"127.0.0.1:{options.triton_ports.grpc}",
         "endpoints_file": options.endpoints_file.resolve(),

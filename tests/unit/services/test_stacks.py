@@ -185,3 +185,11 @@ def test_tuning_is_typed_refuses_an_unknown_knob_and_survives_the_supervisors_js
     assert StackOptions.from_json(tuned.to_json()) == tuned
     with pytest.raises(ValueError, match="unknown tuning knob 'workers'; known: coalesce_depth, encoder_instances"):
         Tuning.of({"workers": 2})
+
+
+def test_a_stale_gateway_name_stops_serving_up_before_any_process_starts(options, monkeypatch):
+    monkeypatch.setenv("GATEWAY_MAX_INFLIGHT", "2")
+    with pytest.raises(ConfigurationError, match="every HTTP stack reads SERVING_MAX_INFLIGHT"):
+        stack_processes(options)
+    monkeypatch.delenv("GATEWAY_MAX_INFLIGHT")
+    assert [spec.name for spec in stack_processes(options)] == ["triton", "gateway", "controller"]
