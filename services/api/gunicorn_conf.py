@@ -5,13 +5,13 @@ of gunicorn's own lines and the hook that keeps multiprocess metrics right when 
 from __future__ import annotations
 
 import logging
-import os
 
 from uvicorn_worker import UvicornWorker
 
 from observability.logging import json_log_config
 from observability.metrics import mark_worker_dead
 from services.api.protocol import GuardedHttpToolsProtocol
+from services.common.settings import LogSettings
 
 
 class ServingWorker(UvicornWorker):
@@ -41,12 +41,9 @@ accesslog = None
 errorlog = "-"
 control_socket_disable = True  # one fixed socket path per user would clash between two stacks (tests run several)
 
-# With JSON logs asked for (SERVING_OBSERVABILITY__LOG_JSON=true, read by the app's settings too), gunicorn's
-# and uvicorn's own lines (worker boots, exits, signals) are JSON as well, so every line of the file parses.
-if any(
-    key.upper() == "SERVING_OBSERVABILITY__LOG_JSON" and value.lower() in ("1", "true")
-    for key, value in os.environ.items()
-):
+# With JSON logs asked for (the app's own setting, read the same way), gunicorn's and uvicorn's own lines (worker
+# boots, exits, signals) are JSON as well, so every line of the file parses.
+if LogSettings().observability.log_json:
     logconfig_dict = json_log_config()
 
 

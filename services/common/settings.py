@@ -50,6 +50,15 @@ class ObservabilitySettings(BaseModel):
     """Fraction of new traces sampled; a sampled incoming `traceparent` is always followed."""
 
 
+class LogSettings(BaseSettings):
+    """The observability group alone, read as `ApiSettings` reads it (`SERVING_OBSERVABILITY__LOG_JSON=yes`, or the
+    whole group as JSON): what gunicorn's configuration needs before any app exists."""
+
+    model_config = SettingsConfigDict(env_prefix="SERVING_", env_nested_delimiter="__", extra="ignore")
+
+    observability: ObservabilitySettings = ObservabilitySettings()
+
+
 class DriftSettings(BaseModel):
     """Drift detection on one host (`services.monitoring.drift`, `SERVING_MONITORING__*`): one judge over every
     worker's values merged."""

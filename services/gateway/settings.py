@@ -85,9 +85,11 @@ class GatewaySettings(ApiSettings):
     (no body is read without it); the largest real one, a canary over many versions, is a few hundred bytes."""
 
 
-SERVICE_LINKS = re.compile(r"GATEWAY_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)")
-"""Kubernetes' service links: what it sets in every pod of a namespace that has a Service named `gateway` (and
-`GATEWAY_PORT=tcp://...`)."""
+SERVICE_LINKS = re.compile(
+    r"GATEWAY_(\w+_)?(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)"
+)
+"""Kubernetes' service links: what it sets in every pod of a namespace that has a Service named `gateway` or
+`gateway-...` (and `GATEWAY_[..._]PORT=tcp://...`)."""
 
 
 def refuse_unknown_names(environ: Mapping[str, str]) -> None:
@@ -116,4 +118,5 @@ def refuse_unknown_names(environ: Mapping[str, str]) -> None:
 
 
 def _service_link(name: str, value: str) -> bool:
-    return bool(SERVICE_LINKS.fullmatch(name)) or (name == f"{OWN_PREFIX}PORT" and value.startswith("tcp://"))
+    link_port = re.fullmatch(r"GATEWAY_(\w+_)?PORT", name) and value.startswith(("tcp://", "udp://", "sctp://"))
+    return bool(SERVICE_LINKS.fullmatch(name) or link_port)

@@ -107,3 +107,25 @@ def test_the_app_refuses_to_start_on_a_stale_name(env):
     env.setenv("GATEWAY_MAX_INFLIGHT", "4")
     with pytest.raises(ConfigurationError, match="every HTTP stack reads SERVING_MAX_INFLIGHT"):
         create_app()
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"GATEWAY_ADMIN_SERVICE_HOST": "10.0.0.7", "GATEWAY_ADMIN_PORT": "tcp://10.0.0.7:8080"},
+        {"GATEWAY_CANARY_PORT_8080_TCP_ADDR": "10.0.0.8", "GATEWAY_CANARY_SERVICE_PORT_HTTP": "8080"},
+    ],
+)
+def test_service_links_of_other_gateway_services_pass(environ):
+    refuse_unknown_names(environ)
+
+
+@pytest.mark.parametrize(
+    "environ", [{"SERVING_OBSERVABILITY__LOG_JSON": "yes"}, {"SERVING_OBSERVABILITY": '{"log_json": true}'}]
+)
+def test_gunicorn_reads_the_json_log_switch_as_the_app_does(monkeypatch, environ):
+    from services.common.settings import ApiSettings, LogSettings
+
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert ApiSettings().observability.log_json and LogSettings().observability.log_json
