@@ -175,8 +175,8 @@ docs: setup
 # Tiers mirror tests/: unit (no servers, no model export), checks (the docs site build and the deploy tools),
 # integration (real servers per stack), e2e (the user's entry points as subprocesses).
 test: lint model system-deps deploy-checks
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS) || test $$? -eq 5  # 5: PYTEST_ARGS selected none of them
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --serial=skip $(PYTEST_ARGS) || test $$? -eq 5
+	$(BIN)/python -m pytest --serial=only $(PYTEST_ARGS) || test $$? -eq 5  # 5: PYTEST_ARGS selected none of them
 
 test-unit: setup
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

@@ -43,6 +43,16 @@ def pytest_runtest_setup(item):
         os.environ[MLFLOW_URI] = MLFLOW_URI_AT_START
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--serial",
+        choices=("all", "skip", "only"),
+        default="all",
+        help="the tests marked `serial` (they measure rates and latencies under load): all with the rest, skip them, "
+        "or only them; `make test` runs the rest in several processes, then these alone. Combines with -m.",
+    )
+
+
 def pytest_xdist_make_scheduler(config, log):
     """`make test` (`-n N --dist loadfile`): each process takes a test file at a time, so a module's servers start
     once, and a package of `WHOLE_PACKAGES` whole."""
@@ -67,6 +77,11 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(getattr(pytest.mark, tier))
         if tier == "unit" and EXPORTED_MODEL_FIXTURES & set(item.fixturenames):
             raise pytest.UsageError(f"{item.nodeid}: the unit tier exports no model; move it to tests/integration")
+    serial = config.getoption("serial")
+    if serial != "all":
+        keep = [item for item in items if (item.get_closest_marker("serial") is not None) == (serial == "only")]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

@@ -136,8 +136,8 @@ def test_a_body_shorter_than_its_content_length_is_refused():
         (b"x" * 1001, {}),
         (b"", {}),
         (b'{"text": "a"}', {"content-encoding": "br"}),
-        (__import__("gzip").compress(b'{"text": "a"}'), {"content-encoding": " GZIP "}),
-        (__import__("gzip").compress(b"x" * 5000), {"content-encoding": "gzip"}),
+        (__import__("gzip").compress(b'{"text": "a"}', mtime=0), {"content-encoding": " GZIP "}),
+        (__import__("gzip").compress(b"x" * 5000, mtime=0), {"content-encoding": "gzip"}),
     ],
 )
 def test_a_body_in_one_piece_is_read_as_one_in_chunks(body, headers):
