@@ -23,6 +23,8 @@ from services.triton.grpc_client import TritonClient
 from services.triton.repository import RenderOptions
 from tests.support.servers import remove_files, start_gateway, start_triton, stub_shared_memory, triton_metric
 
+pytestmark = pytest.mark.serial  # how fast a frozen replica is left out: beside other tests the pings starve
+
 HOSTS = ("127.0.0.2", "127.0.0.3")
 CLIENTS = 16
 
