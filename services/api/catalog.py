@@ -4,6 +4,8 @@ resolves to nothing is a NotFound listing what is served, so a caller learns the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from services.common.backend import (
     EndpointKind,
     EndpointResolver,
@@ -11,14 +13,17 @@ from services.common.backend import (
     NoConfiguredEndpoints,
     PipelineEndpoint,
     ServedModel,
-    SingleModelEndpoint,
 )
 from services.common.errors import NotFound
 
+if TYPE_CHECKING:
+    from services.api.dataplane import SingleModelEndpoint
+
 
 class Catalog:
-    def __init__(self, builtin: ServedModel | None, endpoints: EndpointResolver | None = None):
-        self.builtin = SingleModelEndpoint(builtin) if builtin else None
+    def __init__(self, builtin: SingleModelEndpoint | None, endpoints: EndpointResolver | None = None):
+        self.builtin = builtin
+        """The stack's built-in endpoint (its one version is `builtin.model`)."""
         self.endpoints = endpoints or NoConfiguredEndpoints()
 
     def names(self) -> list[str]:
@@ -37,6 +42,10 @@ class Catalog:
         if found is None:
             raise self._not_found(f"no endpoint '{endpoint}'")
         return found
+
+    def find(self, endpoint: str) -> tuple[ModelEndpoint | PipelineEndpoint, Any]:
+        """The endpoint of that name (NotFound listing what is served) and the custom statistics declared for it."""
+        return self.resolve(endpoint), self.endpoints.declared(endpoint)
 
     def model_for(self, endpoint: str, version: str | None = None, routing_key: str | None = None) -> ServedModel:
         """The model version that answers `endpoint` (and `version`, if given) now; NotFound for a pipeline, which

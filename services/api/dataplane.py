@@ -3,10 +3,12 @@
 Built from what a stack declares (`services.common.backend`): an optional built-in model, an inference backend and
 an endpoint resolver. The protocol edges only translate, and call one of two entries:
 
-- `serve` answers `/serve/{endpoint}[/{version}]`, whose JSON is this API's own (`payloads`). It resolves the
-  endpoint and runs it by its declared kind, the version chosen by the endpoint's policy (the version asked for, or
-  the traffic split with the canary key); it names that version on the request's log lines, counts and times the
-  endpoint's requests, and records the statistics declared for it.
+- `serve` answers `/serve/{endpoint}[/{version}]`, whose JSON is this API's own (`payloads`): it finds the endpoint
+  and its declared statistics (`catalog`) and hands the request to the endpoint's `run`. Every endpoint runs one of
+  the two ways defined here: a model endpoint (`ModelRun`) parses the texts and runs the version its policy chooses
+  (the version asked for, or the traffic split with the canary key); a pipeline (`PipelineRun`) hands the body to
+  its steps. Both name the version on the request's log lines, count and time the endpoint's requests, and record
+  the statistics declared for it.
 - `infer` runs a model for another protocol (OpenAI, Open Inference), which parses and renders its own bodies.
 
 Every stage of `serving_stage_duration_seconds` is timed in this module and nowhere else (for a model's texts, in
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from observability import metrics
 from observability.logging import set_serving_model
@@ -29,8 +31,18 @@ from services.api.body import parse_json, validate
 from services.api.catalog import Catalog
 from services.api.payloads import dumps, dumps_any, model_payload, pipeline_body
 from services.api.predictor import PREPROCESS, Prediction, Predictor
-from services.common.backend import EndpointKind, EndpointResolver, InferenceBackend, PipelineEndpoint, ServedModel
+from services.common.backend import (
+    Answer,
+    EndpointKind,
+    EndpointResolver,
+    InferenceBackend,
+    Predict,
+    Read,
+    ServeCall,
+    ServedModel,
+)
 from services.common.contract import WARMUP_TEXTS
+from services.common.errors import NotFound
 from services.common.schemas import ServeRequest
 from services.common.settings import ApiSettings
 from services.monitoring import statistics
@@ -38,26 +50,94 @@ from services.monitoring import statistics
 log = logging.getLogger(__name__)
 
 PARSE, POSTPROCESS = "parse", "postprocess"
-PIPELINE = EndpointKind.PIPELINE
 Rendered = TypeVar("Rendered")
-__all__ = ["Answer", "DataPlane", "Prediction"]  # Prediction: the protocols' render steps take it from here
+__all__ = ["Answer", "DataPlane", "ModelRun", "PipelineRun", "Prediction", "SingleModelEndpoint"]
 
-
-class Answer(NamedTuple):
-    """What `serve` answers: the JSON body, and the model name, version and device the response headers carry."""
-
-    body: bytes
-    model: str
-    version: str
-    device: str | None = None
-    """Where the model ran (`x-device`); None for a pipeline's answer, whose code decides what runs where."""
-
-
-Read = Callable[[], Awaitable[bytes]]
 Parse = Callable[[], Awaitable[tuple[ServedModel, list[str], Any]]]
 """A protocol's parse step for `infer`: reads its body, returns (the model to run, its texts, the parsed request)."""
 Render = Callable[[ServedModel, Prediction, Any], Rendered]
 """A protocol's render step for `infer`: (model, prediction, the parsed request) -> the protocol's response."""
+
+
+class ModelRun:
+    """The `run` of every `ModelEndpoint`: its `choose` picks the version, the texts go through `predict`."""
+
+    kind = EndpointKind.MODEL
+    name: str
+
+    def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
+        raise NotImplementedError
+
+    async def run(self, call: ServeCall, predict: Predict) -> Answer:
+        model = self.choose(call.version, call.routing_key)  # the version asked for, or the policy's pick
+        set_serving_model(self.name, model.version, model.run_id)  # the request's own context: gone when it ends
+        with metrics.endpoint_request(self.name, model.version):
+            with stage(PARSE):
+                body = validate(ServeRequest, parse_json(await call.read()))
+            prediction: Prediction = await predict(model, body.batch, body.truncate)
+            with stage(POSTPROCESS):
+                payload = model_payload(model, prediction, body.text is not None)
+                if call.declared is not None:  # the request's fields are copied out only when variables may read them
+                    statistics.record(self.name, model.version, call.declared, None, payload, body.model_dump())
+                return Answer(dumps(payload), model.manifest.name, model.version, prediction.device)
+
+
+class PipelineRun:
+    """The `run` of every `PipelineEndpoint`, in clearml-serving's order: a fresh `state` per request, each step
+    given the previous one's result; what its code collects feeds the statistics."""
+
+    kind = EndpointKind.PIPELINE
+    name: str
+    version: str
+    stage: str
+
+    def accept(self, version: str | None) -> None:
+        raise NotImplementedError
+
+    async def preprocess(self, body: Any, state: dict, collect) -> Any:
+        raise NotImplementedError
+
+    async def process(self, data: Any, state: dict, collect) -> Any:
+        raise NotImplementedError
+
+    async def postprocess(self, data: Any, state: dict, collect) -> Any:
+        raise NotImplementedError
+
+    async def run(self, call: ServeCall, predict: Predict) -> Answer:
+        with stage(PARSE):
+            body = pipeline_body(await call.read(), call.content_type)
+        with metrics.endpoint_request(self.name, self.version):
+            self.accept(call.version)
+            state: dict = {}
+            collected: dict = {}
+
+            def collect(values: dict | None) -> None:
+                collected.update(values or {})
+
+            with stage(PREPROCESS):
+                data = await self.preprocess(body, state, collect)
+            with stage(self.stage):
+                data = await self.process(data, state, collect)
+            with stage(POSTPROCESS):
+                data = await self.postprocess(data, state, collect)
+            statistics.record(self.name, self.version, call.declared, collected, data, body)
+            return Answer(dumps_any(data, self.name), self.name, self.version)
+
+
+class SingleModelEndpoint(ModelRun):
+    """An endpoint with one version: the stack's built-in model."""
+
+    def __init__(self, model: ServedModel):
+        self.name = model.endpoint
+        self.model = model
+
+    def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
+        if version is not None and version != self.model.version:
+            raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.model.version}'")
+        return self.model
+
+    def versions(self) -> list[str]:
+        return [self.model.version]
 
 
 class DataPlane:
@@ -71,7 +151,7 @@ class DataPlane:
         endpoints: EndpointResolver | None = None,
     ):
         self.settings = settings
-        self.catalog = Catalog(builtin, endpoints)
+        self.catalog = Catalog(SingleModelEndpoint(builtin) if builtin else None, endpoints)
         self.backend = backend
         """The built-in model's backend; what readiness asks."""
         self.ready = False
@@ -98,45 +178,8 @@ class DataPlane:
     ) -> Answer:
         """`/serve/{endpoint}[/{version}]`: the body comes from `read`; `routing_key` (the `x-canary-key` header)
         keeps a caller on one version while a canary runs; `content_type` says how a pipeline gets the body."""
-        target = self.catalog.resolve(endpoint)
-        if target.kind is PIPELINE:
-            return await self._serve_pipeline(endpoint, target, version, read, content_type)
-        model = target.choose(version, routing_key)  # the endpoint's policy: the version asked for, or its split
-        set_serving_model(endpoint, model.version, model.run_id)  # the request's own context: gone when it ends
-        with metrics.endpoint_request(endpoint, model.version):
-            with stage(PARSE):
-                body = validate(ServeRequest, parse_json(await read()))
-            prediction = await self.predict(model, body.batch, body.truncate)
-            with stage(POSTPROCESS):
-                payload = model_payload(model, prediction, body.text is not None)
-                declared = self.catalog.endpoints.declared(endpoint)
-                if declared is not None:  # the request's fields are copied out only when variables may read them
-                    statistics.record(endpoint, model.version, declared, None, payload, body.model_dump())
-                return Answer(dumps(payload), model.manifest.name, model.version, prediction.device)
-
-    async def _serve_pipeline(
-        self, endpoint: str, pipeline: PipelineEndpoint, version: str | None, read: Read, content_type: str | None
-    ) -> Answer:
-        """clearml-serving's order: a fresh `state` per request; what its code collects feeds the statistics."""
-        with stage(PARSE):
-            body = pipeline_body(await read(), content_type)
-        with metrics.endpoint_request(endpoint, pipeline.version):
-            pipeline.accept(version)
-            state: dict = {}
-            collected: dict = {}
-
-            def collect(values: dict | None) -> None:
-                collected.update(values or {})
-
-            with stage(PREPROCESS):
-                data = await pipeline.preprocess(body, state, collect)
-            with stage(pipeline.stage):
-                data = await pipeline.process(data, state, collect)
-            with stage(POSTPROCESS):
-                data = await pipeline.postprocess(data, state, collect)
-            declared = self.catalog.endpoints.declared(endpoint)
-            statistics.record(endpoint, pipeline.version, declared, collected, data, body)
-            return Answer(dumps_any(data, endpoint), endpoint, pipeline.version)
+        found, declared = self.catalog.find(endpoint)
+        return await found.run(ServeCall(version, read, routing_key, content_type, declared), self.predict)
 
     async def infer(self, parse: Parse, render: Render[Rendered]) -> Rendered:
         """A model run for a protocol of its own: its parse step, the prediction, its render step."""

@@ -4,25 +4,24 @@
   stack; a Triton model version over gRPC for the gateway).
 - A `ServedModel` is one model version the data plane can run: its contract (manifest), its own tokenizer, its
   backend.
-- Endpoints are what `/serve/{endpoint}` names, each of a declared `kind`. A `ModelEndpoint` holds one or more live
-  versions and picks the one that answers a request (its traffic policy); a `PipelineEndpoint` is clearml-serving's
-  preprocess -> engine -> postprocess, each step called by the data plane. An `EndpointResolver` finds either by
-  name.
+- Endpoints are what `/serve/{endpoint}` names: each answers a request with its `run(call, predict)`. A
+  `ModelEndpoint` holds one or more live versions and picks the one that answers a request (its traffic policy); a
+  `PipelineEndpoint` is clearml-serving's preprocess -> engine -> postprocess. Their runs are the data plane's
+  (`ModelRun`, `PipelineRun`); an endpoint class inherits one. An `EndpointResolver` finds either by name.
 
 The data plane (`services.api.dataplane`) is built from these and does not know which stack it serves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from services.common.contract import Manifest
-from services.common.errors import NotFound
 from services.common.tokenization import EncodedBatch, TextTokenizer
 
 
@@ -56,19 +55,59 @@ class ServedModel:
     """The registry run that produced this version (deployed versions), for logs and lineage."""
 
 
+class Answer(NamedTuple):
+    """What an endpoint answers a `/serve` request: the JSON body, and the model name, version and device the
+    response headers carry."""
+
+    body: bytes
+    model: str
+    version: str
+    device: str | None = None
+    """Where the model ran (`x-device`); None for a pipeline's answer, whose code decides what runs where."""
+
+
+Read = Callable[[], Awaitable[bytes]]
+"""Reads the request's whole body (the limits checked), once."""
+Predict = Callable[[ServedModel, list[str], "bool | None"], Awaitable[Any]]
+"""The data plane's prediction of texts by a model version (token budget, coalescing): a `Prediction`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServeCall:
+    """One `/serve/{endpoint}[/{version}]` request, as its endpoint's `run` gets it."""
+
+    version: str | None
+    """The version the path names, or None: the endpoint's policy chooses."""
+    read: Read
+    routing_key: str | None
+    """The `x-canary-key` header: the same key stays on one version while a canary runs."""
+    content_type: str | None
+    """How a pipeline gets the body (parsed JSON, or bytes)."""
+    declared: Any = None
+    """The custom statistics declared for the endpoint (`services.monitoring.statistics.EndpointMetrics`), or None."""
+
+
 class EndpointKind(Enum):
-    """How the data plane runs an endpoint (an attribute of each endpoint class: no guessing from its methods)."""
+    """What an endpoint is (set by the run it inherits): the protocols that name a model (OpenAI, Open Inference)
+    run only a model endpoint's versions."""
 
     MODEL = "model"
-    """A text model (`ModelEndpoint`): the data plane tokenizes the texts and runs the version the policy chose."""
+    """A text model (`ModelEndpoint`): its texts are tokenized and run by the version its policy chose."""
     PIPELINE = "pipeline"
-    """User code (`PipelineEndpoint`): the data plane hands the raw body to its steps, one after the other."""
+    """User code (`PipelineEndpoint`): the raw body goes through its steps, one after the other."""
 
 
-class ModelEndpoint(Protocol):
-    kind: EndpointKind  # EndpointKind.MODEL
+class Endpoint(Protocol):
+    """What `/serve/{endpoint}` names."""
+
+    kind: EndpointKind
     name: str
 
+    async def run(self, call: ServeCall, predict: Predict) -> Answer:
+        """Answer one request; raises ServingError subclasses (an error in user code is the request's error)."""
+
+
+class ModelEndpoint(Endpoint, Protocol):
     def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
         """`version` if it is live (else NotFound naming the live ones), or the one the traffic policy picks;
         the same `routing_key` picks the same version while the policy stays the same."""
@@ -81,12 +120,11 @@ Collect = Callable[[dict | None], None]
 """clearml-serving's `collect_custom_statistics_fn`: a step reports values of the request's declared variables."""
 
 
-class PipelineEndpoint(Protocol):
+class PipelineEndpoint(Endpoint, Protocol):
     """An endpoint declared in configuration (clearml-serving's preprocess -> engine -> postprocess). Each step gets
     the previous one's result, the request's own `state` dict and its `collect`; each raises ServingError
     subclasses (an error in user code is the request's error, never the worker's)."""
 
-    kind: EndpointKind  # EndpointKind.PIPELINE
     version: str
     stage: str
     """Name of the stage `process` is timed under (`triton`, `inference`), as `InferenceBackend.stage`."""
@@ -148,21 +186,3 @@ class NoConfiguredEndpoints:
 
     async def stop(self) -> None:
         return None
-
-
-class SingleModelEndpoint:
-    """An endpoint with one version: the stack's built-in model."""
-
-    kind = EndpointKind.MODEL
-
-    def __init__(self, model: ServedModel):
-        self.name = model.endpoint
-        self.model = model
-
-    def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
-        if version is not None and version != self.model.version:
-            raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.model.version}'")
-        return self.model
-
-    def versions(self) -> list[str]:
-        return [self.model.version]

@@ -1,5 +1,5 @@
 """Configured endpoints, of every engine the endpoint file declares (`engines`): clearml-serving's preprocess ->
-engine -> postprocess. Each endpoint is a `PipelineEndpoint`: the data plane calls its steps and times them."""
+engine -> postprocess. Each endpoint is a `PipelineEndpoint`: its run (`PipelineRun`) calls its steps and times them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from services.common.backend import Collect, EndpointKind
+from services.api.dataplane import PipelineRun
+from services.common.backend import Collect
 from services.common.errors import InvalidInput, NotFound, ServingError
 from services.common.onnx_runner import OnnxModel
 from services.gateway import engines
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class ConfiguredEndpoint:
+class ConfiguredEndpoint(PipelineRun):
     name: str
     config: EndpointConfig
     triton: TritonClient
@@ -33,8 +34,6 @@ class ConfiguredEndpoint:
     threads: UserThreads
     model: Any = None
     """A model engine's model (sklearn, xgboost, lightgbm)."""
-
-    kind = EndpointKind.PIPELINE
 
     @property
     def version(self) -> str:

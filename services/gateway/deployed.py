@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from services.common.backend import EndpointKind, ServedModel
+from services.api.dataplane import ModelRun
+from services.common.backend import ServedModel
 from services.common.contract import TOKENIZER_FILE, Manifest
 from services.common.errors import NotFound
 from services.common.tokenization import TextTokenizer
@@ -18,10 +19,8 @@ from services.monitoring.statistics import EndpointMetrics
 from services.triton.grpc_client import TritonClient
 
 
-class VersionedEndpoint:
+class VersionedEndpoint(ModelRun):
     """A `ModelEndpoint` of several live versions: a request names one, or the weights pick one by its key."""
-
-    kind = EndpointKind.MODEL
 
     def __init__(self, name: str, models: dict[str, ServedModel], weights: dict[str, float]):
         self.name = name

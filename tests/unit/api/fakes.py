@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.api.dataplane import DataPlane
-from services.common.backend import EndpointKind, ServedModel, SingleModelEndpoint
+from services.api.dataplane import DataPlane, PipelineRun, SingleModelEndpoint
+from services.common.backend import ServedModel
 from services.common.contract import TOKENIZER_FILE, Manifest
 from services.common.errors import NotFound
 from services.common.settings import ApiSettings
@@ -38,10 +38,10 @@ class CountingBackend:
         return np.array(batch.token_counts, dtype=np.float32)[:, None]
 
 
-class Pipeline:
-    """A pipeline endpoint that records the steps the data plane called, with the state they shared."""
+class Pipeline(PipelineRun):
+    """A pipeline endpoint that records the steps its run called, with the state they shared."""
 
-    kind = EndpointKind.PIPELINE
+    name = "custom"
     version = "7"
     stage = "unit-engine"
 

@@ -1,5 +1,5 @@
 """The data plane's own logic: limits, coalescing, readiness, and what its two entries do with a request: `serve`
-runs an endpoint by its kind and `infer` a model for another protocol, each stage timed once, the endpoint's
+hands it to the endpoint's `run` (a model's or a pipeline's) and `infer` runs a model for another protocol, each stage timed once, the endpoint's
 requests counted and its statistics recorded."""
 
 import asyncio
@@ -10,7 +10,7 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY
 
-from services.common.backend import ServedModel
+from services.common.backend import Answer, EndpointKind, ServeCall, ServedModel
 from services.common.contract import TOKENIZER_FILE
 from services.common.errors import BadRequest, NotFound, PayloadTooLarge
 from services.common.tokenization import TextTokenizer
@@ -197,3 +197,28 @@ def test_a_cancelled_request_is_counted_499_not_as_its_versions_failure(dataplan
     asyncio.run(run())
     assert sample("serving_endpoint_requests_total", endpoint="minilm", version="1", code="499") == counted["499"] + 1
     assert sample("serving_endpoint_requests_total", endpoint="minilm", version="1", code="500") == counted["500"]
+
+
+class Echo:
+    """An endpoint of neither run: its own `run`, which answers what it was handed."""
+
+    kind = EndpointKind.PIPELINE
+    name = "custom"
+
+    def __init__(self):
+        self.calls: list[ServeCall] = []
+
+    async def run(self, call: ServeCall, predict) -> Answer:
+        self.calls.append(call)
+        return Answer(await call.read(), "echo", call.version or "0")
+
+
+def test_serve_hands_any_endpoint_its_request_and_declared_statistics_and_answers_what_it_runs(dataplane):
+    echo = Echo()
+    dataplane.catalog.endpoints.pipeline = echo
+    read = body({"x": 1})
+    answer = asyncio.run(dataplane.serve("custom", "5", read, "caller-7", "application/json"))
+    assert answer == Answer(b'{"x":1}', "echo", "5")
+    assert echo.calls == [
+        ServeCall("5", read, "caller-7", "application/json", dataplane.catalog.endpoints.metrics["custom"])
+    ]
