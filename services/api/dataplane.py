@@ -8,7 +8,7 @@ an endpoint resolver. The protocol edges only translate, and call one of two ent
   the two ways defined here: a model endpoint (`ModelRun`) parses the texts and runs the version its policy chooses
   (the version asked for, or the traffic split with the canary key); a pipeline (`PipelineRun`) hands the body to
   its steps. Both name the version on the request's log lines, count and time the endpoint's requests, and record
-  the statistics declared for it.
+  the statistics declared for it (docs/decisions/endpoint-run.md).
 - `infer` runs a model for another protocol (OpenAI, Open Inference), which parses and renders its own bodies.
 
 Every stage of `serving_stage_duration_seconds` is timed in this module and nowhere else (for a model's texts, in
