@@ -1,6 +1,7 @@
 """What a server serves, by name: the stack's built-in endpoint first, then the endpoints its resolver finds
-(registry-deployed versions, configured pipelines). Each endpoint declares its kind (`EndpointKind`); a name that
-resolves to nothing is a NotFound listing what is served, so a caller learns the right name from the error."""
+(registry-deployed versions, configured pipelines). Each endpoint's kind (`EndpointKind`) comes with the run it
+inherits; a name that resolves to nothing is a NotFound listing what is served, so a caller learns the right name
+from the error."""
 
 from __future__ import annotations
 

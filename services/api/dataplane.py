@@ -21,6 +21,7 @@ its `predictor`), so every stack and protocol reports the same stages: parse (re
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -33,6 +34,7 @@ from services.api.payloads import dumps, dumps_any, model_payload, pipeline_body
 from services.api.predictor import PREPROCESS, Prediction, Predictor
 from services.common.backend import (
     Answer,
+    Collect,
     EndpointKind,
     EndpointResolver,
     InferenceBackend,
@@ -59,14 +61,14 @@ Render = Callable[[ServedModel, Prediction, Any], Rendered]
 """A protocol's render step for `infer`: (model, prediction, the parsed request) -> the protocol's response."""
 
 
-class ModelRun:
+class ModelRun(ABC):
     """The `run` of every `ModelEndpoint`: its `choose` picks the version, the texts go through `predict`."""
 
     kind = EndpointKind.MODEL
     name: str
 
-    def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
-        raise NotImplementedError
+    @abstractmethod
+    def choose(self, version: str | None, routing_key: str | None) -> ServedModel: ...
 
     async def run(self, call: ServeCall, predict: Predict) -> Answer:
         model = self.choose(call.version, call.routing_key)  # the version asked for, or the policy's pick
@@ -82,7 +84,7 @@ class ModelRun:
                 return Answer(dumps(payload), model.manifest.name, model.version, prediction.device)
 
 
-class PipelineRun:
+class PipelineRun(ABC):
     """The `run` of every `PipelineEndpoint`, in clearml-serving's order: a fresh `state` per request, each step
     given the previous one's result; what its code collects feeds the statistics."""
 
@@ -91,23 +93,24 @@ class PipelineRun:
     version: str
     stage: str
 
-    def accept(self, version: str | None) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def accept(self, version: str | None) -> None: ...
 
-    async def preprocess(self, body: Any, state: dict, collect) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    async def preprocess(self, body: Any, state: dict, collect: Collect) -> Any: ...
 
-    async def process(self, data: Any, state: dict, collect) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    async def process(self, data: Any, state: dict, collect: Collect) -> Any: ...
 
-    async def postprocess(self, data: Any, state: dict, collect) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    async def postprocess(self, data: Any, state: dict, collect: Collect) -> Any: ...
 
     async def run(self, call: ServeCall, predict: Predict) -> Answer:
         with stage(PARSE):
             body = pipeline_body(await call.read(), call.content_type)
         with metrics.endpoint_request(self.name, self.version):
             self.accept(call.version)
+            set_serving_model(self.name, self.version, None)  # the request's own context: gone when it ends
             state: dict = {}
             collected: dict = {}
 

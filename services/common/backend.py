@@ -144,7 +144,8 @@ class PipelineEndpoint(Endpoint, Protocol):
 class EndpointResolver(Protocol):
     """Finds the endpoint of a name beyond the stack's built-in one."""
 
-    def resolve(self, name: str) -> ModelEndpoint | PipelineEndpoint | None: ...
+    def resolve(self, name: str) -> ModelEndpoint | PipelineEndpoint | None:
+        """The endpoint served as `name` (its own `name` is that name: its metrics and logs carry it), or None."""
 
     def names(self) -> list[str]:
         """Every endpoint it serves now (for 404 messages)."""

@@ -30,3 +30,13 @@ def test_a_model_name_is_the_builtin_model_or_an_endpoint(catalog):
     assert catalog.model_named("other").version == "3"
     with pytest.raises(NotFound, match="no model 'gpt'"):
         catalog.model_named("gpt")
+
+
+def test_find_gives_the_endpoint_with_the_statistics_declared_for_its_name(catalog):
+    declared = catalog.endpoints.metrics["custom"]
+    assert catalog.find("custom") == (catalog.endpoints.pipeline, declared)
+    assert catalog.find("minilm") == (catalog.builtin, None)
+    catalog.endpoints.metrics["minilm"] = declared  # the endpoint file may declare statistics for any endpoint
+    assert catalog.find("minilm")[1] is declared
+    with pytest.raises(NotFound, match="no endpoint 'nope'"):
+        catalog.find("nope")

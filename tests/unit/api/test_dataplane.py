@@ -1,6 +1,6 @@
 """The data plane's own logic: limits, coalescing, readiness, and what its two entries do with a request: `serve`
-hands it to the endpoint's `run` (a model's or a pipeline's) and `infer` runs a model for another protocol, each stage timed once, the endpoint's
-requests counted and its statistics recorded."""
+hands it to the endpoint's `run` (a model's or a pipeline's), `infer` runs a model for another protocol; each
+stage timed once, the endpoint's requests counted and its statistics recorded."""
 
 import asyncio
 import gc
@@ -10,11 +10,13 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY
 
+from observability.logging import model_var
+from services.api.dataplane import PipelineRun
 from services.common.backend import Answer, EndpointKind, ServeCall, ServedModel
 from services.common.contract import TOKENIZER_FILE
 from services.common.errors import BadRequest, NotFound, PayloadTooLarge
 from services.common.tokenization import TextTokenizer
-from tests.unit.api.fakes import CountingBackend, make_dataplane
+from tests.unit.api.fakes import CountingBackend, Pipeline, make_dataplane
 
 
 @pytest.fixture
@@ -222,3 +224,28 @@ def test_serve_hands_any_endpoint_its_request_and_declared_statistics_and_answer
     assert echo.calls == [
         ServeCall("5", read, "caller-7", "application/json", dataplane.catalog.endpoints.metrics["custom"])
     ]
+
+
+def test_a_pipelines_steps_log_under_its_endpoint_and_version(dataplane):
+    seen = []
+
+    class Logging(Pipeline):
+        async def process(self, data, state, collect):
+            seen.append(model_var.get())
+            return data
+
+    dataplane.catalog.endpoints.pipeline = Logging()
+    asyncio.run(dataplane.serve("custom", None, body({"x": [1]}), None, "application/json"))
+    assert seen == [("custom", "7", "-")]
+
+
+def test_an_endpoint_class_missing_a_step_of_its_run_cannot_be_built():
+    class NoPostprocess(PipelineRun):
+        def accept(self, version): ...
+
+        async def preprocess(self, body, state, collect): ...
+
+        async def process(self, data, state, collect): ...
+
+    with pytest.raises(TypeError, match="postprocess"):
+        NoPostprocess()
