@@ -72,3 +72,39 @@ MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 ARTIFACT_FILE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}(/[A-Za-z0-9][A-Za-z0-9._-]{0,127}){0,7}$"
 """A file inside a model artifact: a relative path of at most 8 segments, each starting with a letter or digit (so
 never absolute, never `..`, never hidden)."""
+
+
+REGISTERED_NAME_MAX_LENGTH = 256
+"""The longest registered model name MLflow's stores keep (its `registered_models.name` column)."""
+REGISTERED_RULE = (
+    f"1 to {REGISTERED_NAME_MAX_LENGTH} printable characters, no '/' or ':', not '.' or '..' nor a path with such a "
+    "segment (MLflow's rule for a registered model name), no leading or trailing space"
+)
+
+
+def is_valid_registered_name(name: object) -> bool:
+    """MLflow's rule for a registered model name (not blank, no '/' or ':', a normalised path of one segment), held
+    to printable characters and MLflow's length: the name goes into filter strings, log lines and pages."""
+    if not isinstance(name, str) or not 0 < len(name) <= REGISTERED_NAME_MAX_LENGTH:
+        return False
+    if not name.isprintable() or name != name.strip() or any(c in name for c in "/:\\"):
+        return False
+    return name not in (".", "..")
+
+
+def check_registered_name(name: str, what: str = "registered model") -> str:
+    """`name` if it is a valid registered model name, else InvalidInput (422) saying the rule."""
+    if not is_valid_registered_name(name):
+        raise InvalidInput(f"{what} name {shown(name)} is not valid: use {REGISTERED_RULE}", param="name")
+    return name
+
+
+VERSION_MAX_DIGITS = 9
+"""A registry version number: MLflow counts from 1; nine digits is a billion versions of one model."""
+VERSION_PATTERN = rf"^[1-9][0-9]{{0,{VERSION_MAX_DIGITS - 1}}}$"
+"""A registry version as a key and a directory name: a positive integer without sign, spaces or leading zeros."""
+_VERSION = re.compile(VERSION_PATTERN)
+
+
+def is_valid_version(version: object) -> bool:
+    return isinstance(version, str) and _VERSION.fullmatch(version) is not None
