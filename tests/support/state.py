@@ -5,6 +5,7 @@ refuses (hand-edited, cut short), and read the stored row as it is; and the stat
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from sqlalchemy import select, update
@@ -37,3 +38,11 @@ def escaping(directory: Path, version: str = "important", phase: str = "draining
     name = "../" * 24 + str(Path(directory).resolve()).lstrip("/")
     record = {"version": version, "state": phase, "drain_started": 0}
     return json.dumps({"endpoints": {name: {"versions": {version: record}}}})
+
+
+def controllers_copy(models_dir: Path, endpoint: str, version: str, model_dir: Path) -> Path:
+    """`model_dir` as the controller's fetched copy of `version` of `endpoint` in its models directory `models_dir`,
+    where a gateway of its host reads it (`GATEWAY_CONTROLLER_MODELS_DIR`); returns the copy."""
+    target = Path(models_dir) / endpoint / version / "model"
+    shutil.copytree(model_dir, target)
+    return target
