@@ -58,3 +58,15 @@ def test_unloading_with_the_real_repository_refuses_the_state_and_then_the_path(
     with pytest.raises(OutsideBase):
         triton.remove(name, "important")  # given the names anyway
     assert intact(victim)
+
+
+def test_fetch_and_reject_refuse_a_path_outside_the_models_directory_even_when_given_one(world, victim):
+    deployer = world.controller.steps[0].__self__  # the controller's `Deployer`
+    world.settings.models_dir.mkdir(parents=True)
+    name = next(iter(json.loads(escaping(victim))["endpoints"]))
+    world.register()
+    with pytest.raises(OutsideBase):
+        deployer.fetch(name, "m", "1")
+    with pytest.raises(OutsideBase):
+        deployer.reject(name, "m", "important", "a reason")
+    assert intact(victim) and sorted(p.name for p in victim.iterdir()) == ["important"], "nothing fetched there"
