@@ -6,7 +6,10 @@ version's fault: the step raises and the loop retries it later.
 
 With CONTROLLER_PLACEMENT=agents the controller touches no Triton: a version is fetched and checked here the same
 way (hashes, contract, forward pass), recorded as verified, loaded and warmed up by the agent beside each Triton
-replica (`services.replica.agent`), and made live once every replica that reports holds it (`placement`)."""
+replica (`services.replica.agent`), and made live once every replica that reports holds it (`placement`).
+
+A version is fetched into, read from and removed from `<models_dir>/<endpoint>/<version>` (`model_dirs`): the state's
+`model_dir` is a record, never a path the controller acts on."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from services.controller.forward import isolated_forward
 from services.controller.settings import ControllerSettings
 from services.lifecycle import placement, transitions
 from services.lifecycle.checks import check_contract, check_output, public_reason
+from services.lifecycle.model_dirs import artifact_dir, version_root
 from services.lifecycle.ports import Registry, TritonControl
 from services.lifecycle.state import DeploymentStore, EndpointState
 from services.monitoring.reference import write_reference
@@ -142,9 +146,9 @@ class Deployer:
                 self.waiting[(name, version)] = lacking
             return
         self.waiting.pop((name, version), None)
-        model_dir = Path(record.model_dir or "")
+        model_dir = artifact_dir(self.settings.models_dir, name, version)
         if not (model_dir / MANIFEST_FILE).is_file():  # fetched by a controller before this one (another host)
-            model_dir = self.registry.fetch(registered, version, self.settings.models_dir / name / version)
+            model_dir = self.registry.fetch(registered, version, version_root(self.settings.models_dir, name, version))
         manifest = Manifest.load(model_dir)
         try:  # again: a version made live since this one was checked may have fixed the endpoint's contract
             check_contract(endpoint, manifest)
@@ -177,7 +181,7 @@ class Deployer:
         """The version's files, or None when its artifact breaks a rule (then it is rejected). The registry
         unreachable raises, so that the step is retried with backoff."""
         try:
-            return self.registry.fetch(registered, version, self.settings.models_dir / name / version)
+            return self.registry.fetch(registered, version, version_root(self.settings.models_dir, name, version))
         except ArtifactRefused as exc:
             self.reject(name, registered, version, exc.message)
             return None
@@ -206,7 +210,7 @@ class Deployer:
         no path of this host, tagged `deployment=rejected` in the registry."""
         log.error("endpoint '%s': version %s of '%s' rejected: %s", name, version, registered, reason)
         reason = public_reason(reason)
-        shutil.rmtree(self.settings.models_dir / name / version, ignore_errors=True)
+        shutil.rmtree(version_root(self.settings.models_dir, name, version), ignore_errors=True)
         if self.settings.placement == "local" and self.triton.placed(name, version):
             self.triton.remove(name, version)
             try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, start_http_server
 
 from services.controller.settings import ControllerSettings
+from services.lifecycle.model_dirs import artifact_dir
 from services.lifecycle.state import DeploymentStore
 from services.monitoring.drift import REFERENCE_FILE
 from services.monitoring.fleet_counts import FleetFeatureCounts
@@ -28,10 +29,12 @@ log = logging.getLogger("controller")
 
 
 class DataSetReferences:
-    """A deployed version's data-set reference, read once from beside its model (None: it has none)."""
+    """A deployed version's data-set reference, read once from beside its model in the controller's models directory
+    (None: it has none). Found by the endpoint's name and the version (`model_dirs`), never at the state's
+    `model_dir`."""
 
-    def __init__(self, store: DeploymentStore):
-        self.store = store
+    def __init__(self, store: DeploymentStore, models_dir: Path):
+        self.store, self.models_dir = store, Path(models_dir)
         self.found: dict[tuple[str, str], dict | None] = {}
 
     def __call__(self, endpoint: str, version: str) -> dict | None:
@@ -41,10 +44,9 @@ class DataSetReferences:
 
     def _read(self, endpoint: str, version: str) -> dict | None:
         state = self.store.endpoint(endpoint)
-        deployed = state.versions.get(version) if state else None
-        if deployed is None or not deployed.model_dir:
+        if state is None or version not in state.versions:
             return None
-        path = Path(deployed.model_dir) / REFERENCE_FILE
+        path = artifact_dir(self.models_dir, endpoint, version) / REFERENCE_FILE
         try:
             return json.loads(path.read_text()) if path.is_file() else None
         except (OSError, ValueError) as exc:
@@ -63,7 +65,7 @@ def start_fleet_drift(
     monitor = FleetDrift(
         FleetFeatureCounts(PrometheusApi(settings.prometheus_url)).read,
         settings.drift,
-        DataSetReferences(store),
+        DataSetReferences(store, settings.models_dir),
         registry,
         settings.run_dir / "lifecycle" / "fleet-drift-references.json",
     )

@@ -6,13 +6,14 @@ not, discovery waits (nothing new can be found) and every other step goes on; sa
 every step that backed off meanwhile runs at once.
 
 The shared deployment state (`SERVING_STATE_URL`) is read at the start of each tick. Whatever it holds (not JSON,
-the wrong schema), the loop never dies on it: it says so once per distinct problem at WARNING, keeps the last good
-state it read, acts on no endpoint (no step decides from a state it cannot read, and nothing overwrites it), and
-carries on once it is readable again. A store that cannot be reached is an outside failure like the others: said,
-and tried again with exponential backoff, the last good state kept meanwhile. A store that lost its state (its tables
-gone, an empty file) or holds an older one than the controller read (`services.lifecycle.state_rules`) is said once
-at ERROR with what to do; the controller acts on nothing and writes nothing until an operator restores the store,
-whose new epoch makes it newer."""
+the wrong schema, a name, version or number that breaks a rule of `services.lifecycle.deployments`), the loop never
+dies on it: it says so once per distinct problem at WARNING (naming the fields), keeps the last good state it read,
+acts on no endpoint (no step decides from a state it cannot read, no file is touched for it, and nothing overwrites
+it), and carries on once it is readable again. A store that cannot be reached is an outside failure like the
+others: said, and tried again with exponential backoff, the last good state kept meanwhile. A store that lost its
+state (its tables gone, an empty file) or holds an older one than the controller read
+(`services.lifecycle.state_rules`) is said once at ERROR with what to do; the controller acts on nothing and writes
+nothing until an operator restores the store, whose new epoch makes it newer."""
 
 from __future__ import annotations
 

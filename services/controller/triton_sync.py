@@ -4,17 +4,20 @@ gateway's workers take to see the change and finish their requests) are unloaded
 
 With CONTROLLER_PLACEMENT=agents the replicas' agents do the loading and unloading (`services.replica.agent`): a
 version the state no longer lists, or no longer wants on replicas (`placement.wanted`), leaves every Triton by
-itself. Here only the state changes then, and the controller's own fetched copy goes."""
+itself. Here only the state changes then, and the controller's own fetched copy goes.
+
+A version's files are found and removed under the controller's models directory by the endpoint's name and the version
+(`model_dirs`), never at a path the state names."""
 
 from __future__ import annotations
 
 import logging
 import shutil
 from collections.abc import Callable
-from pathlib import Path
 
 from services.controller.settings import ControllerSettings
 from services.lifecycle import transitions
+from services.lifecycle.model_dirs import artifact_dir, version_root
 from services.lifecycle.ports import TritonControl
 from services.lifecycle.state import DeploymentStore
 
@@ -36,7 +39,7 @@ class TritonSync:
         if not missing:
             return
         for version in missing:
-            self.triton.place(name, version, Path(endpoint.versions[version].model_dir or ""))
+            self.triton.place(name, version, artifact_dir(self.settings.models_dir, name, version))
         self.triton.load(name)
         for version in missing:
             self.triton.wait_ready(name, version)
@@ -62,5 +65,5 @@ class TritonSync:
                 self.triton.remove(name, version)
             self.triton.load(name)
         for version in self.store.update(lambda s: transitions.finish_drained(s, name, due)):
-            shutil.rmtree(self.settings.models_dir / name / version, ignore_errors=True)
+            shutil.rmtree(version_root(self.settings.models_dir, name, version), ignore_errors=True)
         log.info("endpoint '%s': versions %s unloaded", name, due)

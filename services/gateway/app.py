@@ -55,14 +55,14 @@ def create_app(settings: GatewaySettings | None = None):
                     settings.versions_dir,
                     registered_name=endpoint.registered_name,
                     tracking_uri=settings.registry_url,
-                    local=not settings.versions_from_registry,
+                    models_dir=None if settings.versions_from_registry else settings.controller_models_dir,
                 )
 
             resolvers.append(
                 StoreWatcher(
                     store,
                     lambda state: DeployedEndpoints.build(
-                        state, triton, buckets, cache, monitor.load_reference, locate
+                        state, triton, buckets, locate, cache, monitor.load_reference
                     ),
                     settings.endpoints_poll_interval,
                 )

@@ -69,13 +69,13 @@ class DeployedEndpoints:
         state: Deployments,
         triton: TritonClient,
         buckets: list[int] | None,
+        locate: Callable[[str, EndpointState, str], Path],
         cache: dict[tuple[str, str], ServedModel] | None = None,
         on_new_version=None,
-        locate: Callable[[str, EndpointState, str], Path] | None = None,
     ) -> DeployedEndpoints:
         """Versions already loaded by an earlier snapshot (`cache`) are reused: a traffic change costs no reload.
         `locate(endpoint, state, version)` is where a version's manifest and tokenizer are on this host
-        (`version_files`); default: the state's `model_dir`."""
+        (`version_files`: never the state's `model_dir` as given)."""
         cache = {} if cache is None else cache
         endpoints, used = {}, set()
         for name, endpoint in state.endpoints.items():
@@ -83,9 +83,7 @@ class DeployedEndpoints:
             for version in endpoint.live():  # every live version answers /serve/{endpoint}/{version}
                 key = (name, version)
                 if key not in cache:
-                    model_dir = (
-                        locate(name, endpoint, version) if locate else Path(endpoint.versions[version].model_dir or "")
-                    )
+                    model_dir = locate(name, endpoint, version)
                     manifest = Manifest.load(model_dir)
                     tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length, buckets)
                     run_id = endpoint.versions[version].lineage.get("run", {}).get("id")

@@ -70,9 +70,16 @@ class GatewaySettings(ApiSettings):
     where a gateway on another host than the controller fetches a deployed version's manifest and tokenizer."""
     versions_dir: Path = Field(Path("run") / "gateway" / "versions", validation_alias="GATEWAY_VERSIONS_DIR")
     """Where this gateway keeps the files of deployed versions it fetched from the registry."""
+    controller_models_dir: Path = Field(
+        Path("run") / "lifecycle" / "models", validation_alias="GATEWAY_CONTROLLER_MODELS_DIR"
+    )
+    """The controller's models directory (its `CONTROLLER_MODELS_DIR`) where this host can read it (one host, or a
+    shared volume): a deployed version's manifest and tokenizer are read from `<dir>/<endpoint>/<version>/model`
+    there, else fetched from the registry. Never from a path the deployment state names."""
     versions_from_registry: bool = Field(False, validation_alias="GATEWAY_VERSIONS_FROM_REGISTRY")
-    """Fetch every deployed version's files from the registry, even when the state's `model_dir` (the controller's
-    copy) is readable here: hosts of a fleet that share a machine (the multi-host tests) read no one else's files."""
+    """Fetch every deployed version's files from the registry, even when the controller's copy is readable here
+    (`controller_models_dir`): hosts of a fleet that share a machine (the multi-host tests) read no one else's
+    files."""
     admin_token: SecretStr | None = Field(None, validation_alias="GATEWAY_ADMIN_TOKEN")
     """Bearer token of the admin API (`/admin/...`); or read from `admin_token_file`. Neither, or a file that does
     not exist: the admin API is off (503). An empty or blank token stops the gateway at start: `Authorization:

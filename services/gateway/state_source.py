@@ -11,7 +11,12 @@ applied is not applied either (`services.lifecycle.state_rules`): the last set k
 `"state_store": "lost: <what happened>; <what to do>"`, `serving_state_store_regressed` is 1 and the log says it at
 ERROR. A worker that starts against such a store serves the last good state this host read
 (`DeploymentStore.remembered`). Once an operator restored the store, its new epoch makes it newer, and it is followed
-again."""
+again.
+
+A state that breaks a rule (`deployments`: a name, a version, a bound) is not applied either: the last set keeps
+serving, `/health/ready`'s `config_errors` says which field breaks which rule, `serving_config_errors{file="deployment
+state"}` is 1 and the log says it once at ERROR. A worker that starts against one serves the last good state this host
+read, as with a lost one; the next valid state is followed again."""
 
 from __future__ import annotations
 
@@ -22,7 +27,14 @@ from pathlib import Path
 from observability import metrics
 from services.common.errors import ConfigurationError
 from services.gateway.watcher import EndpointSet, Poll, Watcher, redact_paths
-from services.lifecycle.state import Deployments, DeploymentStore, Stamp, StateLost, StateStoreUnavailable
+from services.lifecycle.state import (
+    Deployments,
+    DeploymentStore,
+    Stamp,
+    StateInvalid,
+    StateLost,
+    StateStoreUnavailable,
+)
 
 log = logging.getLogger(__name__)
 NAME = "deployment state"
@@ -60,6 +72,9 @@ class StoreSource:
         except StateStoreUnavailable as exc:
             self._unreachable(exc.reason, served)
             return Poll()
+        except StateInvalid as exc:
+            self._follow_lost(None, served)
+            return self._invalid(stamp, exc.message, served)
         except ConfigurationError as exc:
             self._follow_lost(None, served)
             return Poll(stamp, error=exc.message)
@@ -91,6 +106,15 @@ class StoreSource:
             log.warning("serving this host's last good copy of the deployment state, %s", found.stamp)
         self._follow_lost(reason, found.stamp if found.loaded is not None else served)
         return found
+
+    def _invalid(self, stamp: Stamp | None, problem: str, served: Stamp | None) -> Poll:
+        """Nothing applied from an invalid state; a worker that serves nothing yet builds the last good state of its
+        host, and says both."""
+        remembered = self.store.remembered() if served is None else None
+        found = Poll() if remembered is None else self._built(*remembered)
+        if found.loaded is not None:
+            log.warning("serving this host's last good copy of the deployment state, %s", found.stamp)
+        return Poll(stamp, loaded=found.loaded, error=problem)
 
     def _unreachable(self, reason: str, served: Stamp | None) -> None:
         if self.outage is None:

@@ -1,8 +1,10 @@
 """The files a gateway needs of a deployed version (its manifest and tokenizer), wherever the gateway runs.
 
-On one host the state's `model_dir` is the controller's copy, readable here. A gateway on another host (no shared
-volume) fetches the two files from the registry instead, once, into its own cache directory; the tokenizer is
-checked against the manifest's hash. The fetch is three calls of MLflow's REST API to its tracking server
+On one host the controller's copy is readable here, in its models directory (`GATEWAY_CONTROLLER_MODELS_DIR`) under
+`<endpoint>/<version>/model`: found there by the names (`model_dirs`), never at the path the state's `model_dir` names.
+A gateway on another host (no shared volume) fetches the two files from the registry instead, once, into its own
+cache directory (`<cache>/<endpoint>/<version>`, joined by `within`); the tokenizer is checked against the manifest's
+hash. The fetch is three calls of MLflow's REST API to its tracking server
 (`MLFLOW_TRACKING_URI`, started with `--serve-artifacts`): the version's run, the run's artifact location, then each
 file through the artifact proxy. Serving processes never import the MLflow package (its import alone costs
 seconds and hundreds of MB; the layer contract in pyproject.toml forbids it), so this thin client stands in for it.
@@ -21,8 +23,10 @@ from typing import Protocol
 import httpx
 
 from services.common import artifacts
+from services.common.confined import within
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest, sha256_file, verify_as_checked
 from services.common.errors import ConfigurationError, NotFound, Unavailable
+from services.lifecycle.model_dirs import artifact_dir
 from services.lifecycle.state import VersionState
 
 FILES = [MANIFEST_FILE, TOKENIZER_FILE]
@@ -76,14 +80,16 @@ def version_files(
     registered_name: str | None = None,
     registry: FilesRegistry | None = None,
     tracking_uri: str | None = None,
-    local: bool = True,
+    models_dir: Path | None = None,
 ) -> Path:
-    """A directory holding `record`'s manifest and tokenizer: its `model_dir` when readable here (and `local`), else a
-    copy under `cache_dir/<endpoint>/<version>` (fetched from the registry when not there yet). The registered model is
-    the one in the version's lineage, else `registered_name`, else the endpoint's name."""
-    if local and record.model_dir and all((Path(record.model_dir) / name).is_file() for name in FILES):
-        return Path(record.model_dir)
-    target = cache_dir / endpoint / record.version
+    """A directory holding `record`'s manifest and tokenizer: the controller's copy in `models_dir` when readable
+    here, else a copy under `cache_dir/<endpoint>/<version>` (fetched from the registry when not there yet). The
+    registered model is the one in the version's lineage, else `registered_name`, else the endpoint's name."""
+    if models_dir is not None:
+        local = artifact_dir(models_dir, endpoint, record.version)
+        if all((local / name).is_file() for name in FILES):
+            return local
+    target = within(cache_dir, endpoint, record.version)
     recorded = record.lineage.get("artifacts")
     if _complete(target, recorded):
         return target
@@ -94,8 +100,9 @@ def version_files(
         if registry is None:
             if not tracking_uri:
                 raise ConfigurationError(
-                    f"version {record.version} of endpoint '{endpoint}' is at {record.model_dir}, not readable on this "
-                    "host, and no registry is set to fetch it from: set MLFLOW_TRACKING_URI"
+                    f"version {record.version} of endpoint '{endpoint}' is not in the controller's models directory "
+                    f"on this host ({models_dir}), and no registry is set to fetch it from: set "
+                    "GATEWAY_CONTROLLER_MODELS_DIR to the controller's CONTROLLER_MODELS_DIR, or MLFLOW_TRACKING_URI"
                 )
             registry = MlflowFiles(tracking_uri)
         fetched = registry.fetch_files(name, record.version, staging, FILES)

@@ -74,7 +74,8 @@ class Poll:
     stamp: Any = None
     """Where the source stands now; None: it could not tell (the served set stays, and its stamp)."""
     loaded: EndpointSet | None = None
-    """The set built from the source at `stamp`, to serve; None: nothing new to serve."""
+    """The set built from the source at `stamp`, to serve; None: nothing new to serve. With an `error`: the last good
+    set of the source, served in its place (a worker that starts against a state it cannot serve)."""
     error: str | None = None
     """The source at `stamp` could not be served: why."""
 
@@ -183,10 +184,11 @@ class Watcher:
         """Serve what `found` built (True), or keep serving and record its error."""
         if found.loaded is not None:
             self.current, self.error = found.loaded, None
-            log.info("%s applied", self.source.describe(found.stamp))
+            if found.error is None:
+                log.info("%s applied", self.source.describe(found.stamp))
             for name, problem in self.current.errors.items():
                 log.error("%s: endpoint '%s' not served: %s", self.source.name, printable(name), problem)
-        elif found.error is not None:
+        if found.error is not None:
             self.error = found.error
             log.error(
                 "%s not applied, still serving the previous one: %s", self.source.describe(found.stamp), found.error

@@ -1,48 +1,143 @@
 """The deployment state as one document: each endpoint's registry versions, in which state, with which traffic policy.
-Pure data (pydantic models); `services.lifecycle.state.DeploymentStore` keeps it in the shared store."""
+Pure data (pydantic models); `services.lifecycle.state.DeploymentStore` keeps it in the shared store.
+
+The document is input like any request: whoever can write the store, or hand an operator a backup, writes it. So
+every reader validates it whole by the rules of every other door (`services.common.names`): endpoint names, registered
+model names, version keys (each `VersionState.version` equal to its key), numbers within the bounds below, no NaN or
+infinity. A state that breaks one is refused whole (`state.StateInvalid`). Paths are never taken from it: a version's
+files are at `<models directory>/<endpoint>/<version>`, joined by `services.common.confined.within`."""
 
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from services.common.contract import TensorSpec
+from services.common.errors import ConfigurationError
+from services.common.names import (
+    REGISTERED_RULE,
+    RULE,
+    VERSION_PATTERN,
+    is_valid_name,
+    is_valid_registered_name,
+    is_valid_version,
+    printable,
+    shown,
+)
 
 VersionPhase = Literal["loading", "live", "draining", "rejected"]
 
+MOST_VERSIONS = 64
+"""The most live versions an endpoint keeps (`max_versions`), and the most versions a canary splits over: each live
+version is a model instance in every Triton replica."""
+LONGEST_WAIT = 7 * 24 * 3600.0
+"""Seconds (a week): the longest a rollout step may dwell, or wait past its dwell for its requests."""
+MOST_REQUESTS = 10_000_000
+"""The most requests a rollout step may ask of each version before it is judged."""
+LARGEST_P99_RATIO = 1000.0
+"""The largest latency ratio a rollout may tolerate (a thousand times the stable version's p99)."""
+LARGEST_WEIGHT = 1e6
+"""The largest canary weight (weights are relative: 90 and 10, or 0.9 and 0.1)."""
+LONGEST_TEXT = 10_000
+"""Characters of a reason, an outcome or a recorded path at most."""
 
-class VersionState(BaseModel):
-    version: str
-    """The registry version; also the version directory in Triton's model repository."""
+
+def _endpoint_name(name: str) -> str:
+    if not is_valid_name(name):
+        raise ValueError(f"endpoint name {shown(name)} is not valid: use {RULE}")
+    return name
+
+
+def _version(version: str) -> str:
+    if not is_valid_version(version):
+        raise ValueError(f"version {shown(version)} is not a registry version number ({VERSION_PATTERN})")
+    return version
+
+
+def _registered_name(name: str) -> str:
+    if not is_valid_registered_name(name):
+        raise ValueError(f"registered model name {shown(name)} is not valid: use {REGISTERED_RULE}")
+    return name
+
+
+EndpointName = Annotated[str, AfterValidator(_endpoint_name)]
+"""An endpoint's name (`services.common.names.RULE`): a directory of Triton's repository and of every models
+directory."""
+VersionKey = Annotated[str, AfterValidator(_version)]
+"""A registry version number: a directory under its endpoint's."""
+RegisteredName = Annotated[str, AfterValidator(_registered_name)]
+"""An MLflow registered model name (MLflow's rule)."""
+Text = Annotated[str, Field(max_length=LONGEST_TEXT)]
+
+
+class StateModel(BaseModel):
+    """Every part of the state: numbers finite (JSON's `NaN` and `Infinity` refused)."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+
+class VersionState(StateModel):
+    version: VersionKey
+    """The registry version; also the version directory in Triton's model repository. Equal to its key in
+    `EndpointState.versions`."""
     state: VersionPhase = "loading"
-    model_dir: str | None = None
-    """Local copy of the version's artifacts (manifest, tokenizer, ONNX file), once fetched."""
-    reason: str | None = None
+    model_dir: Text | None = None
+    """Where the controller fetched the version's artifacts (manifest, tokenizer, ONNX file), as a record: every
+    process finds a version's files under its own models directory (`<models_dir>/<endpoint>/<version>/model`), never
+    at a path the state names."""
+    reason: Text | None = None
     """Why it was rejected, or why a rollout rolled it back."""
-    deployed_at: str | None = None
-    drain_started: float | None = None
+    deployed_at: Annotated[str, Field(max_length=64)] | None = None
+    drain_started: float | None = Field(None, ge=0)
     lineage: dict = Field(default_factory=dict)
     """Registry name and version, run ids and URLs, data set, artifact hashes (see `services.registry`)."""
 
+    @field_validator("model_dir")
+    @classmethod
+    def _printable(cls, model_dir: str | None) -> str | None:
+        if model_dir is not None and not model_dir.isprintable():
+            raise ValueError(f"model_dir {shown(model_dir)} holds control characters")
+        return model_dir
 
-class RolloutPolicy(BaseModel):
-    """How a rollout moves traffic and judges each step (`rollout_judge`): every threshold with its one default."""
+    @field_validator("lineage")
+    @classmethod
+    def _lineage(cls, lineage: dict) -> dict:
+        """What is read from the lineage is held to its rules: the registered model a version is fetched from, its
+        version, and the artifact hashes the controller checked."""
+        registry = lineage.get("registry", {})
+        if not isinstance(registry, dict):
+            raise ValueError("lineage.registry is an object (name, version, url)")
+        if registry.get("name") is not None:
+            _registered_name(registry["name"])
+        if registry.get("version") is not None:
+            _version(registry["version"])
+        artifacts = lineage.get("artifacts", {})
+        if not isinstance(artifacts, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in artifacts.items()
+        ):
+            raise ValueError("lineage.artifacts maps file names to their sha256")
+        return lineage
 
-    steps: list[int] = Field(default_factory=lambda: [10, 50, 100], min_length=1)
+
+class RolloutPolicy(StateModel):
+    """How a rollout moves traffic and judges each step (`rollout_judge`): every threshold with its one default and
+    its bounds (the admin API takes a policy by this model)."""
+
+    steps: list[int] = Field(default_factory=lambda: [10, 50, 100], min_length=1, max_length=100)
     """Traffic percentages for the new version, increasing, in (0, 100]; the last one should be 100."""
-    dwell: float = Field(60.0, gt=0)
+    dwell: float = Field(60.0, gt=0, le=LONGEST_WAIT)
     """Seconds each step lasts at least before it is judged."""
     max_error_rate: float = Field(0.01, ge=0, le=1)
     """The new version's 5xx rate above which it is rolled back, when the binomial test says it is not chance."""
-    max_p99_ratio: float = Field(1.5, gt=0)
+    max_p99_ratio: float = Field(1.5, gt=0, le=LARGEST_P99_RATIO)
     """The new version's p99 latency over the stable one's above which it is rolled back, when a Fisher exact test
     says its requests slower than this times the stable p99 outnumber the stable one's by more than chance."""
-    min_requests: int = Field(200, ge=1)
+    min_requests: int = Field(200, ge=1, le=MOST_REQUESTS)
     """Requests each version that gets traffic must have answered in a step before the step passes: a p99 of fewer
     is one of the slowest few requests. A significant excess of errors rolls back sooner."""
-    max_wait: float = Field(600.0, ge=0)
+    max_wait: float = Field(600.0, ge=0, le=LONGEST_WAIT)
     """Seconds a step may wait past its dwell for `min_requests`; then it is rolled back, unjudged."""
     significance: float = Field(0.05, gt=0, lt=1)
     """A breach rolls back only when its one-sided test's p-value (binomial for errors, Fisher for latency) is below
@@ -57,49 +152,96 @@ class RolloutPolicy(BaseModel):
 
 
 class Rollout(RolloutPolicy):
-    version: str
-    stable: str
-    step: int = 0
-    step_started: float | None = None
+    version: VersionKey
+    stable: VersionKey
+    step: int = Field(0, ge=0)
+    """The step under way: an index into `steps`."""
+    step_started: float | None = Field(None, ge=0)
     baseline: dict | None = None
     """The gateway's per-version counters when the step started (a `rollout.Snapshot`): kept here so that a
     restarted controller judges the same window."""
     status: Literal["running", "promoted", "rolled_back"] = "running"
-    outcome: str | None = None
-    waiting: str | None = None
+    outcome: Text | None = None
+    waiting: Text | None = None
     """What the step waits for past its dwell (requests on each version), while it waits."""
 
+    @model_validator(mode="after")
+    def _step_in_steps(self) -> Rollout:
+        if self.step >= len(self.steps):
+            raise ValueError(f"step {self.step} is not one of the {len(self.steps)} steps (counted from 0)")
+        return self
 
-class EndpointState(BaseModel):
-    registered_name: str | None = None
+
+Weight = Annotated[float, Field(ge=0, le=LARGEST_WEIGHT)]
+
+
+class EndpointState(StateModel):
+    registered_name: RegisteredName | None = None
     """MLflow registered model whose new versions are deployed automatically (`serving model auto-update`)."""
-    max_versions: int = Field(2, ge=1)
+    max_versions: int = Field(2, ge=1, le=MOST_VERSIONS)
     """Live versions kept; older ones are drained and unloaded."""
-    contract_inputs: list[TensorSpec] = Field(default_factory=list)
-    contract_outputs: list[TensorSpec] = Field(default_factory=list)
+    contract_inputs: list[TensorSpec] = Field(default_factory=list, max_length=64)
+    contract_outputs: list[TensorSpec] = Field(default_factory=list, max_length=64)
     """The endpoint's tensor contract, fixed by its first version: a version that differs is rejected."""
-    versions: dict[str, VersionState] = Field(default_factory=dict)
-    weights: dict[str, float] = Field(default_factory=dict)
+    versions: dict[VersionKey, VersionState] = Field(default_factory=dict)
+    weights: dict[VersionKey, Weight] = Field(default_factory=dict, max_length=MOST_VERSIONS)
     """Canary split by version (`serving model canary --versions`); empty: the newest live version takes all."""
-    newest_weights: list[float] = Field(default_factory=list)
+    newest_weights: list[Weight] = Field(default_factory=list, max_length=MOST_VERSIONS)
     """Canary split over the newest live versions (`--newest N`), newest first."""
     rollout: Rollout | None = None
     rollout_policy: RolloutPolicy | None = None
     """auto-update's policy: each version that goes live newer than every version serving is rolled out under it;
     None: it takes all traffic once live (the newest live version does)."""
-    removed: list[str] = Field(default_factory=list)
+    removed: list[VersionKey] = Field(default_factory=list)
     """Versions taken out with `serving model remove`: auto-update never deploys them again (a newer registry version
     still comes in)."""
+
+    @model_validator(mode="after")
+    def _versions_under_their_keys(self) -> EndpointState:
+        for key, item in self.versions.items():
+            if item.version != key:
+                raise ValueError(f"versions.{key} holds version {shown(item.version)}: a version is kept under its own")
+        return self
 
     def live(self) -> list[str]:
         """Live versions, newest first."""
         return sorted((v for v, s in self.versions.items() if s.state == "live"), key=int, reverse=True)
 
 
-class Deployments(BaseModel):
-    endpoints: dict[str, EndpointState] = Field(default_factory=dict)
+class Deployments(StateModel):
+    endpoints: dict[EndpointName, EndpointState] = Field(default_factory=dict)
 
 
 def dump(state: Deployments) -> str:
     """The document as stored: compact JSON, unset fields left out."""
     return json.dumps(state.model_dump(exclude_none=True), separators=(",", ":"))
+
+
+class StateInvalid(ConfigurationError):
+    """A deployment state that breaks a rule: refused whole, nothing applied from it, and the fields that break
+    their rules said (`problems`)."""
+
+    def __init__(self, lead: str, problems: str):
+        super().__init__(f"{lead}: {problems}")
+        self.problems = problems
+
+
+def parse(document: str | bytes, lead: str = "the deployment state is invalid") -> Deployments:
+    """`document` as a state, validated whole; else `StateInvalid`, its message `lead` and the fields that break a
+    rule."""
+    try:
+        return Deployments.model_validate_json(document)
+    except ValidationError as error:
+        raise StateInvalid(lead, problems(error)) from None
+
+
+def problems(error: ValidationError, most: int = 3) -> str:
+    """Which fields of a document break which rule, as a message or a log line may carry them: each field's path
+    (names cut to a printable form), then the rule; the first `most` of them."""
+    said = []
+    for found in error.errors(include_url=False, include_input=False)[:most]:
+        where = ".".join(printable(part) for part in found["loc"])
+        rule = found["msg"].removeprefix("Value error, ")
+        said.append(f"{where}: {rule}" if where else rule)
+    more = error.error_count() - most
+    return "; ".join(said) + (f" (and {more} more)" if more > 0 else "")

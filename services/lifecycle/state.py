@@ -9,7 +9,9 @@ their endpoints when it moved, so a traffic change reaches every worker within a
 for it.
 
 Every store remembers the newest state it read (`state_memory`) and raises `StateLost` instead of returning a state
-that is gone or older (`state_rules`): a store that lost its state is not an empty state.
+that is gone or older (`state_rules`): a store that lost its state is not an empty state. A state that breaks a rule
+of `deployments` (a name, a version, a bound) is refused whole (`StateInvalid`, naming the fields), is never
+remembered, and is never written: `update` refuses a change that would make one.
 """
 
 from __future__ import annotations
@@ -21,13 +23,21 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from pydantic import ValidationError
 from sqlalchemy import Engine, select, update
 from sqlalchemy.engine import URL
 
-from services.common.errors import ConfigurationError, Unavailable
+from services.common.errors import ConfigurationError, InvalidInput, Unavailable
 from services.lifecycle import replica_reports
-from services.lifecycle.deployments import Deployments, EndpointState, Rollout, VersionPhase, VersionState, dump
+from services.lifecycle.deployments import (
+    Deployments,
+    EndpointState,
+    Rollout,
+    StateInvalid,
+    VersionPhase,
+    VersionState,
+    dump,
+    parse,
+)
 from services.lifecycle.state_db import (
     DOCUMENT,
     StateLost,
@@ -50,6 +60,7 @@ __all__ = [
     "EndpointState",
     "Rollout",
     "Stamp",
+    "StateInvalid",
     "StateLost",
     "StateStoreUnavailable",
     "VersionPhase",
@@ -92,6 +103,11 @@ class DeploymentStore:
     def read(self) -> Deployments:
         return self._parse(*self._row())
 
+    def current(self) -> tuple[Stamp, Deployments]:
+        """The state and its stamp, read together (one query) and validated."""
+        stamp, document = self._row()
+        return stamp, self._parse(stamp, document)
+
     def endpoint(self, name: str) -> EndpointState | None:
         return self.read().endpoints.get(name)
 
@@ -115,21 +131,30 @@ class DeploymentStore:
         if found is None:
             return None
         try:
-            return found[0], Deployments.model_validate_json(found[1])
-        except (ValidationError, ValueError):
+            return found[0], parse(found[1])
+        except StateInvalid:
             return None
 
     def update(self, change: Callable[[Deployments], T]) -> T:
         """Read, apply `change` (which may raise to abort: nothing is written), write if the state is still the one
         read; else read again and apply `change` again to the newer state (so `change` may run several times, each
-        time on a fresh state). A change that changes nothing writes nothing (the revision stays)."""
+        time on a fresh state). A change that changes nothing writes nothing (the revision stays); one that would
+        leave a state that breaks a rule writes nothing either (InvalidInput naming the fields)."""
         for attempt in range(self.ATTEMPTS):
             stamp, document = self._row()
             state = self._parse(stamp, document, persist=False)
             before = dump(state)
             result = change(state)
             after = dump(state)
-            if after == before or self._swap(stamp, after):
+            if after == before:
+                return result
+            try:
+                parse(after)
+            except StateInvalid as invalid:
+                raise InvalidInput(
+                    f"nothing written: the change would make the deployment state invalid: {invalid.problems}"
+                ) from None
+            if self._swap(stamp, after):
                 return result
             time.sleep(random.uniform(0, 0.001 * 2 ** min(attempt, 5)))
         raise Unavailable(f"the deployment state changed under {self.ATTEMPTS} tries of one update; try again")
@@ -186,10 +211,8 @@ class DeploymentStore:
         return swapped
 
     def _parse(self, stamp: Stamp, document: str, *, persist: bool = True) -> Deployments:
-        try:
-            state = Deployments.model_validate_json(document)
-        except (ValidationError, ValueError) as error:
-            raise ConfigurationError(f"the deployment state ({stamp}) is invalid: {error}") from None
+        """The state, validated whole before it is remembered: `StateInvalid` where it breaks a rule."""
+        state = parse(document, f"the deployment state ({stamp}) is invalid")
         self.memory.record(stamp, document, persist=persist)
         return state
 

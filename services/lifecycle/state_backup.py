@@ -1,12 +1,20 @@
-"""Backup and restore of an embedded SQLite state store, and the operator's word that the store's state is the one
-to follow (`serving state backup|restore|accept`).
+"""Backup and restore of the deployment state, and the operator's word that the store's state is the one to follow
+(`serving state backup|restore|accept`). Backup and restore move the state's row, never a database file.
 
-A backup is a consistent copy of the live database (SQLite's online backup API: writers may go on meanwhile), one
-self-contained file. A restore checks the backup whole, gives its state a new restore epoch, above every epoch seen
-(`state_rules.next_epoch`), keeps its revision, and copies it over the live database in one transaction (over a file
-that is not a database any more, in its place): every process, having seen a later revision of an older epoch,
-takes it. `accept` gives the state the store holds now a new epoch (after `pg_restore`, or a file put back by hand).
-A PostgreSQL store is dumped and restored with PostgreSQL's own tools (`pg_dump`, `pg_restore`)."""
+A backup is a new SQLite file this module makes with the store's own schema (`state_db`'s tables), holding one row:
+the state's restore epoch, revision and document, read from the live store (SQLite or PostgreSQL) in one query and
+valid. A restore opens a backup read-only, with SQLite's defences for a file from elsewhere (`trusted_schema` off,
+`query_only`), and reads that row alone, from a table (whatever else the file holds, triggers, views, other tables,
+is never read and never copied); the state is validated whole (`deployments.parse`: a backup that breaks a rule is
+refused, naming the field), given a new restore epoch above every epoch seen (`state_rules.next_epoch`), keeps its
+revision, and is written into the live store: for SQLite, a fresh store file made here holds the row and is copied
+over the live database in one transaction (over a file that is not a database any more, in its place), so that the
+live file holds exactly what this project creates; for PostgreSQL, the row is written in one transaction (the tables
+created where they are gone). Every process, having seen a later revision of an older epoch, takes it. Backups made
+before (a copy of the whole store file) hold the same table and are restored the same way.
+
+`accept` gives the state the store holds now a new epoch (a file put back by hand, a `pg_restore`), once it is
+valid."""
 
 from __future__ import annotations
 
@@ -18,11 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from pydantic import ValidationError
-from sqlalchemy import exc
+from sqlalchemy import create_engine, exc
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
 
 from services.common.errors import ConfigurationError
-from services.lifecycle.deployments import Deployments
+from services.lifecycle.deployments import Deployments, dump, parse
 from services.lifecycle.state import DeploymentStore, Stamp
 from services.lifecycle.state_db import (
     BUSY_TIMEOUT,
@@ -30,17 +39,17 @@ from services.lifecycle.state_db import (
     REPLICAS,
     SQLITE_HEADER,
     add_epoch_column,
+    create_sqlite_file,
+    create_tables,
+    metadata,
     reachable,
     shape,
 )
 from services.lifecycle.state_rules import next_epoch
 
-PG_TOOLS = (
-    "the deployment state store is PostgreSQL ({url}): back it up with `pg_dump --format=custom "
-    "--table=serving_deployment_state --table=serving_replica_reports --file=FILE DATABASE`, restore it with "
-    "`pg_restore --clean --if-exists --dbname=DATABASE FILE`, then run `serving state accept` so that every process "
-    "takes the restored state (docs: The model lifecycle, Backup and restore)"
-)
+BACKUP_READ = ("PRAGMA trusted_schema=OFF", "PRAGMA query_only=ON", "PRAGMA cell_size_check=ON")
+"""How a backup file is opened (besides read-only): its schema's views, triggers and generated columns may call no
+function with side effects, nothing is written through the connection, and a damaged page is an error."""
 
 
 @dataclass(frozen=True)
@@ -55,16 +64,15 @@ class Summary:
 
 
 def backup(store: DeploymentStore, target: Path, *, overwrite: bool = False) -> Summary:
-    """Copy the live store into `target`; refuses a store that lost its state (there is nothing to keep)."""
-    path = _sqlite_file(store)
+    """The store's state row into a new backup file `target`; refuses a store that lost its state (there is nothing
+    to keep) or whose state is invalid (`StateInvalid`)."""
     if target.exists() and not overwrite:
         raise ConfigurationError(f"{target} exists; pass --force to replace it, or name another file")
-    store.read()  # the store has its state, no older than this host saw, and valid: else this raises
+    stamp, state = store.current()
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    partial.unlink(missing_ok=True)
     try:
-        with _open(path, "ro") as live, _open(partial, "rwc") as copy:
-            live.backup(copy)
-            copy.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal beside it
+        _write_backup(partial, stamp, dump(state))
         summary = inspect_backup(partial)
         os.replace(partial, target)
     finally:
@@ -74,20 +82,14 @@ def backup(store: DeploymentStore, target: Path, *, overwrite: bool = False) -> 
 
 def restore(store: DeploymentStore, source: Path, *, now_ms: int | None = None) -> tuple[Summary, str]:
     """Put the state of backup `source` into the store at a new restore epoch; returns it and what it replaced."""
-    path = _sqlite_file(store)
-    found = inspect_backup(source)
-    epoch = next_epoch(now_ms or _now_ms(), found.stamp.epoch, *_epochs_known(store))
-    staged = path.with_name(f".{path.name}.{os.getpid()}.restore")
-    try:
-        with _open(source, "ro") as backup_file, _open(staged, "rwc") as copy:
-            backup_file.backup(copy)
-        _stage(staged, epoch)
-        replaced = _put_in_place(store, staged, path)
-    finally:
-        for leftover in (staged, Path(f"{staged}-wal"), Path(f"{staged}-shm")):
-            leftover.unlink(missing_ok=True)
-    state = store.read()  # the restored state, now the newest this host saw
-    return Summary(Stamp(epoch, found.stamp.revision), len(state.endpoints)), replaced
+    found, state = read_backup(source)
+    stamp = Stamp(next_epoch(now_ms or _now_ms(), found.epoch, *_epochs_known(store)), found.revision)
+    if store.path is not None:
+        replaced = _restore_sqlite(store, store.path, stamp, dump(state))
+    else:
+        replaced = _restore_tables(store, stamp, dump(state))
+    restored = store.read()  # the restored state, now the newest this host saw
+    return Summary(stamp, len(restored.endpoints)), replaced
 
 
 def accept(store: DeploymentStore, *, now_ms: int | None = None) -> Summary:
@@ -105,7 +107,7 @@ def _accept(store: DeploymentStore, now_ms: int) -> Summary:
         row = conn.execute(DOCUMENT.select().with_only_columns(*columns).where(DOCUMENT.c.id == 1)).first()
         if row is None:
             raise ConfigurationError(f"{store.url} has no state to accept (its row is missing); restore a backup")
-        state = _parse(row.document, f"the state in {store.url}")
+        state = parse(row.document, f"the state in {store.url} is not a valid deployment state; nothing accepted")
         epoch = next_epoch(now_ms, row.epoch, *_epochs_known(store))
         conn.execute(DOCUMENT.update().where(DOCUMENT.c.id == 1).values(epoch=epoch))
     store.read()
@@ -113,8 +115,14 @@ def _accept(store: DeploymentStore, now_ms: int) -> Summary:
 
 
 def inspect_backup(source: Path) -> Summary:
-    """The state a backup file holds, checked whole (a SQLite database, intact, with a valid state); a file that is
-    not one is a ConfigurationError saying why."""
+    """The state a backup file holds, checked whole (`read_backup`)."""
+    stamp, state = read_backup(source)
+    return Summary(stamp, len(state.endpoints))
+
+
+def read_backup(source: Path) -> tuple[Stamp, Deployments]:
+    """The state row of backup file `source` (its stamp and state), read alone and validated; a file that is not a
+    backup, or whose state breaks a rule, is a ConfigurationError saying why (which field)."""
     if not source.is_file():
         raise ConfigurationError(f"{source} is not a file")
     with source.open("rb") as file:
@@ -122,35 +130,74 @@ def inspect_backup(source: Path) -> Summary:
             raise ConfigurationError(f"{source} is not a SQLite database (a backup made by `serving state backup`)")
     try:
         with _open(source, "ro") as conn:
+            for pragma in BACKUP_READ:
+                conn.execute(pragma)
             check = conn.execute("PRAGMA quick_check").fetchone()[0]
-            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({DOCUMENT.name})")}
-            epoch = "epoch" if "epoch" in columns else "0"
-            row = conn.execute(f"SELECT {epoch}, revision, document FROM {DOCUMENT.name} WHERE id = 1").fetchone()
+            if check != "ok":
+                raise ConfigurationError(f"{source} is damaged (SQLite's quick_check: {str(check)[:200]})")
+            row = _state_row(conn, source)
     except sqlite3.DatabaseError as error:
         raise ConfigurationError(f"{source} is not a usable backup: {error}") from None
-    if check != "ok":
-        raise ConfigurationError(f"{source} is damaged (SQLite's quick_check: {check})")
     if row is None:
         raise ConfigurationError(f"{source} holds no deployment state (table {DOCUMENT.name} has no row)")
-    state = _parse(row[2], str(source))
-    return Summary(Stamp(int(row[0]), int(row[1])), len(state.endpoints))
+    epoch, revision, document = row
+    if not (isinstance(epoch, int) and isinstance(revision, int) and epoch >= 0 and revision >= 0):
+        raise ConfigurationError(
+            f"{source}: the state's epoch and revision are not counts ({epoch!r:.40}, {revision!r:.40})"
+        )
+    if not isinstance(document, str):
+        raise ConfigurationError(f"{source}: the state's document is not text")
+    return Stamp(epoch, revision), parse(document, f"{source} is not a valid deployment state")
 
 
-def _stage(staged: Path, epoch: int) -> None:
-    """The restored copy as the live store is to be: the new epoch, no replica reports (replicas report again),
-    WAL mode."""
-    with _open(staged, "rw") as conn:
-        if "epoch" not in {row[1] for row in conn.execute(f"PRAGMA table_info({DOCUMENT.name})")}:
-            conn.execute(f"ALTER TABLE {DOCUMENT.name} ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0")
-        conn.execute(f"UPDATE {DOCUMENT.name} SET epoch = ? WHERE id = 1", (epoch,))
-        conn.execute(f"DELETE FROM {REPLICAS.name}")
-        conn.commit()
-        conn.execute("PRAGMA journal_mode=WAL")
+def _state_row(conn: sqlite3.Connection, source: Path) -> tuple | None:
+    """The row of the state table, read only where that table is a table (not a view) with the store's columns."""
+    found = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (DOCUMENT.name,)).fetchone()
+    if found is None:
+        raise ConfigurationError(f"{source} is not a usable backup: no such table: {DOCUMENT.name}")
+    if found[0] != "table":
+        raise ConfigurationError(f"{source} is not a usable backup: {DOCUMENT.name} is a {found[0]}, not a table")
+    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({DOCUMENT.name})")}
+    if not {"id", "revision", "document"} <= columns:
+        raise ConfigurationError(f"{source} is not a usable backup: {DOCUMENT.name} lacks the store's columns")
+    epoch = "epoch" if "epoch" in columns else "0"  # a backup made before restore epochs: its state is of epoch 0
+    return conn.execute(f"SELECT {epoch}, revision, document FROM {DOCUMENT.name} WHERE id = 1").fetchone()
+
+
+def _write_backup(path: Path, stamp: Stamp, document: str) -> None:
+    """A new SQLite file at `path` with the store's tables and the state's row: one self-contained file (no WAL)."""
+    engine = create_engine(URL.create("sqlite", database=str(path)), poolclass=NullPool)
+    try:
+        metadata.create_all(engine)
+        with engine.begin() as conn:
+            row = {"id": 1, "epoch": stamp.epoch, "revision": stamp.revision, "document": document}
+            conn.execute(DOCUMENT.insert().values(**row))
+    finally:
+        engine.dispose()
+
+
+def _restore_sqlite(store: DeploymentStore, path: Path, stamp: Stamp, document: str) -> str:
+    """A fresh store file (the store's own schema, WAL mode, no replica reports) holding the row, put over the live
+    database. Returns what was there."""
+    staged = path.with_name(f".{path.name}.{os.getpid()}.restore")
+    leftovers = (staged, Path(f"{staged}-wal"), Path(f"{staged}-shm"))
+    for leftover in leftovers:
+        leftover.unlink(missing_ok=True)
+    try:
+        create_sqlite_file(staged, document)
+        with _open(staged, "rw") as conn:
+            conn.execute(f"UPDATE {DOCUMENT.name} SET epoch = ?, revision = ? WHERE id = 1", tuple(stamp))
+            conn.commit()
+        return _put_in_place(store, staged, path)
+    finally:
+        for leftover in leftovers:
+            leftover.unlink(missing_ok=True)
 
 
 def _put_in_place(store: DeploymentStore, staged: Path, path: Path) -> str:
-    """Copy `staged` over the live database in one transaction (readers see the old state or the new one); a file
-    that is no database any more (or none) is replaced by it. Returns what was there."""
+    """Copy `staged` over the live database in one transaction (readers see the old state or the new one; the live
+    file's pages are replaced whole, whatever it held); a file that is no database any more (or none) is replaced by
+    it. Returns what was there."""
     found = shape(store.engine, path)
     if found in ("tables", "no tables"):
         with _open(staged, "ro") as copy, _open(path, "rw") as live:
@@ -162,6 +209,22 @@ def _put_in_place(store: DeploymentStore, staged: Path, path: Path) -> str:
     return {"absent": "no store file", "empty file": "an empty file", "not a database": "a file that was no database"}[
         found
     ]
+
+
+def _restore_tables(store: DeploymentStore, stamp: Stamp, document: str) -> str:
+    """The row written into a networked store in one transaction, the replicas' reports cleared (they report again);
+    the tables created first where they are gone. Returns what was there."""
+    with reachable(store.url, store.backend):
+        found = shape(store.engine, store.path)
+        if found != "tables":
+            create_tables(store.engine, document)
+        add_epoch_column(store.engine)
+        values = {"epoch": stamp.epoch, "revision": stamp.revision, "document": document}
+        with store.engine.begin() as conn:
+            if conn.execute(DOCUMENT.update().where(DOCUMENT.c.id == 1).values(**values)).rowcount != 1:
+                conn.execute(DOCUMENT.insert().values(id=1, **values))
+            conn.execute(REPLICAS.delete())
+    return "the store's previous state" if found == "tables" else "a store without its tables"
 
 
 def _epochs_known(store: DeploymentStore) -> list[int]:
@@ -177,19 +240,6 @@ def _epochs_known(store: DeploymentStore) -> list[int]:
     except exc.DBAPIError:  # a store that lost its state has no epoch to go above
         pass
     return epochs
-
-
-def _sqlite_file(store: DeploymentStore) -> Path:
-    if store.path is None:
-        raise ConfigurationError(PG_TOOLS.format(url=store.url))
-    return store.path
-
-
-def _parse(document: str, where: str) -> Deployments:
-    try:
-        return Deployments.model_validate_json(document)
-    except (ValidationError, ValueError) as error:
-        raise ConfigurationError(f"{where} is not a valid deployment state: {error}") from None
 
 
 def _open(path: Path, mode: str) -> closing[sqlite3.Connection]:

@@ -77,10 +77,9 @@ class Lost(Exception):
 
 def advice(backend: str, *, can_accept: bool) -> str:
     """What an operator does about a lost state, for the store's kind."""
-    if backend != "sqlite":
-        return "restore a dump with pg_restore, then run `serving state accept`"
+    restore = "restore a backup with `serving state restore FILE`"
     if can_accept:
-        return (
-            "restore a backup with `serving state restore FILE`, or take the store as it is with `serving state accept`"
-        )
-    return "restore a backup with `serving state restore FILE`"
+        return f"{restore}, or take the store as it is with `serving state accept`"
+    if backend != "sqlite":
+        return f"{restore} (or a dump with pg_restore, then run `serving state accept`)"
+    return restore

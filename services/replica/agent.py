@@ -19,6 +19,9 @@ check here, is what the supervisor's liveness probe of the agent's own Triton in
 
 While the registry does not answer (asked once a tick, said once: `RegistryWatch`) the replica keeps serving what it
 holds, and the versions whose files it lacks wait for it; those it has on disk intact are placed again without it.
+
+A version's files are fetched into and removed from `<models_dir>/<endpoint>/<version>` (`model_dirs`, each name one
+path segment inside the models directory), never at a path the state names.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from services.common.contract import MANIFEST_FILE, WARMUP_TEXTS, Manifest, veri
 from services.common.errors import ConfigurationError, ServingError, Unavailable
 from services.lifecycle import placement
 from services.lifecycle.checks import check_output
+from services.lifecycle.model_dirs import artifact_dir, version_root
 from services.lifecycle.ports import Registry, TritonControl
 from services.lifecycle.registry_watch import RegistryWatch
 from services.lifecycle.state import DeploymentStore, EndpointState
@@ -205,20 +209,20 @@ class ReplicaAgent:
 
     # --- files ----------------------------------------------------------------------------------------------------
     def version_dir(self, model: str, version: str) -> Path:
-        return self.models_dir / model / version / "model"
+        return artifact_dir(self.models_dir, model, version)
 
     def place(self, model: str, registered: str, version: str, recorded: dict[str, str] | None) -> None:
         """The version's files from the registry (kept from an earlier fetch when intact), into the repository: only
         the bytes the controller checked (`recorded`: the hashes in the version's lineage)."""
-        model_dir = self.version_dir(model, version)
+        root, model_dir = version_root(self.models_dir, model, version), self.version_dir(model, version)
         what = f"version {version} of '{model}'"
         if not intact(model_dir):
-            model_dir = self.registry.fetch(registered, version, model_dir.parent)
+            model_dir = self.registry.fetch(registered, version, root)
             Manifest.load(model_dir).verify_files(model_dir)
         try:
             verify_as_checked(model_dir, recorded, what)
         except ConfigurationError:
-            shutil.rmtree(model_dir.parent, ignore_errors=True)  # changed in the registry after its check: not kept
+            shutil.rmtree(root, ignore_errors=True)  # changed in the registry after its check: not kept
             raise
         self.triton.place(model, version, model_dir)
 
@@ -226,7 +230,7 @@ class ReplicaAgent:
         """Removed versions' files go; a model left without versions leaves the repository (config and all)."""
         for version in versions:
             self.triton.remove(model, version)
-            shutil.rmtree(self.models_dir / model / version, ignore_errors=True)
+            shutil.rmtree(version_root(self.models_dir, model, version), ignore_errors=True)
             self.checked.discard((model, version))
         if versions and not self.triton.placed_versions().get(model):
             self.triton.forget(model)

@@ -27,6 +27,7 @@ import time
 from services.common.errors import ConfigurationError, ServingError, Unavailable
 from services.launcher import Launcher, Supervisor
 from services.launcher.supervise import http_ready
+from services.lifecycle.deployments import StateInvalid
 from services.lifecycle.state_db import StateLost
 from services.replica.agent import ReplicaAgent
 from services.replica.settings import AgentSettings
@@ -198,6 +199,10 @@ def run(settings: AgentSettings, *, prepare_only: bool = False) -> None:
             except StateLost as exc:  # nothing applied from it: the replica keeps what it holds
                 if str(exc) != last_problem:
                     log.error("%s; this replica keeps the versions it holds and syncs again once it is restored", exc)
+                last_problem = str(exc)
+            except StateInvalid as exc:  # refused whole: no file of it is touched, the replica keeps what it holds
+                if str(exc) != last_problem:
+                    log.error("%s; this replica keeps the versions it holds and syncs again once it is valid", exc)
                 last_problem = str(exc)
             except Exception as exc:  # noqa: BLE001 - the store, the registry or Triton away: the loop lives on
                 if str(exc) != last_problem:

@@ -45,6 +45,7 @@ def gateway_process(options: StackOptions) -> ProcessSpec:
         "endpoints_file": options.endpoints_file.resolve(),
         "state_url": state_url(options),
         "versions_dir": (options.run_dir / "gateway" / "versions").resolve(),
+        "controller_models_dir": (options.run_dir / "lifecycle" / "models").resolve(),
         "admin_token_file": ensure_admin_token(options.run_dir).resolve(),
     }
     if options.padding == "bucket":

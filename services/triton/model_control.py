@@ -1,7 +1,11 @@
 """Registry versions as versions of a Triton model: placed into the repository Triton was started with
 (`--model-control-mode=explicit`) and (re)loaded through Triton's model-control API. Reloading a model whose
 configuration is unchanged loads the new version directories and unloads the removed ones while the others keep
-serving (checked on the wheel's Triton 2.51: no request to a kept version failed)."""
+serving (checked on the wheel's Triton 2.51: no request to a kept version failed).
+
+Model and version names come from the deployment state: every path built from them is joined by `within`, so a name
+that would leave the repository (`..`, a separator, a link out of it) is refused (`OutsideBase`) before anything is
+written or deleted."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from services.common.confined import within
 from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, Manifest
 from services.common.errors import ConfigurationError, Unavailable
 from services.common.names import check_name
@@ -48,7 +53,7 @@ class TritonModels:
         self.headers = {HEADER: control_key} if control_key else {}
 
     def placed(self, model: str, version: str) -> bool:
-        return (self.repository / model / version).is_dir()
+        return within(self.repository, model, version).is_dir()
 
     def placed_versions(self) -> dict[str, list[str]]:
         """Every deployed model in the repository and its version directories (the built-in models left out)."""
@@ -62,16 +67,17 @@ class TritonModels:
 
     def forget(self, model: str) -> None:
         """Remove a model's directory (its config included) from the repository: it has no version left."""
-        shutil.rmtree(self.repository / model, ignore_errors=True)
+        shutil.rmtree(within(self.repository, model), ignore_errors=True)
 
     def place(self, model: str, version: str, model_dir: Path) -> None:
+        """`model_dir` (the caller's own fetched copy, `services.lifecycle.model_dirs`) as version `version` of
+        `model`: linked (local) or copied (container) into the repository."""
+        root, target = within(self.repository, model), within(self.repository, model, version)
         manifest = Manifest.load(model_dir)
-        root = self.repository / model
         root.mkdir(parents=True, exist_ok=True)
         config = root / "config.pbtxt"
         if not config.is_file():
             config.write_text(version_config(model, manifest, self.options))
-        target = root / version
         if target.exists():
             shutil.rmtree(target)
         target.mkdir()
@@ -83,12 +89,12 @@ class TritonModels:
             shutil.copy2(model_dir / MODEL_FILE, target / MODEL_FILE)
 
     def remove(self, model: str, version: str) -> None:
-        shutil.rmtree(self.repository / model / version, ignore_errors=True)
+        shutil.rmtree(within(self.repository, model, version), ignore_errors=True)
 
     def load(self, model: str) -> None:
         """Load (or reload) `model` with the versions now in its directory; a model left with no version is
         unloaded instead."""
-        root = self.repository / model
+        root = within(self.repository, model)
         has_versions = root.is_dir() and any(p.name.isdigit() for p in root.iterdir())
         action = "load" if has_versions else "unload"
         try:

@@ -28,12 +28,13 @@ state_app = typer_app(
 
 @state_app.command("backup")
 def backup(
-    file: Path = typer.Argument(..., help="The backup file to write (one SQLite file)."),
+    file: Path = typer.Argument(..., help="The backup file to write (one SQLite file holding the state's row)."),
     force: bool = typer.Option(False, "--force", help="Replace FILE if it exists."),
 ) -> None:
-    """Copy the live state store into FILE, consistently, while the stack runs (SQLite's online backup).
+    """Write the live state (its epoch, revision and document) into a new backup file FILE, while the stack runs.
 
-    Refuses a store that lost its state. For a PostgreSQL store it says how to use pg_dump instead."""
+    Works on the embedded SQLite store and on a PostgreSQL one alike. Refuses a store that lost its state, or whose
+    state is invalid."""
     from services.lifecycle.state_backup import backup as back_up
 
     with _store() as store:
@@ -45,10 +46,10 @@ def backup(
 def restore(file: Path = typer.Argument(..., help="A backup made by `serving state backup`.")) -> None:
     """Put the state of FILE back into the live store, while the stack runs.
 
-    The backup is checked whole first. Its state gets a new restore epoch, so that every gateway worker, the
-    controller and the replica agents take it even when they saw a later revision; they follow it within a poll
-    interval, and the gateways' `/health/ready` says `state_store: ok` again. For a PostgreSQL store it says how to
-    use pg_restore and `serving state accept` instead."""
+    Only the state's row is read from FILE, and checked whole first (a state that breaks a rule is refused, naming
+    the field); nothing else in the file reaches the store. Its state gets a new restore epoch, so that every gateway
+    worker, the controller and the replica agents take it even when they saw a later revision; they follow it within
+    a poll interval, and the gateways' `/health/ready` says `state_store: ok` again."""
     from services.lifecycle.state_backup import restore as put_back
 
     with _store() as store:
@@ -61,7 +62,7 @@ def accept() -> None:
     """Make every process take the state the store holds now, even one older than they saw.
 
     For a store restored by other means: pg_restore, or a SQLite file put back by hand. The state gets a new restore
-    epoch; a store that has no valid state is refused (restore a backup instead)."""
+    epoch; a store that has no valid state is refused, naming the field (restore a backup instead)."""
     from services.lifecycle.state_backup import accept as take
 
     with _store() as store:

@@ -174,6 +174,7 @@ def test_a_gateway_without_a_built_in_model_starts_and_serves_deployed_endpoints
     env = {
         "GATEWAY_TRITON_GRPC_URL": f"127.0.0.1:{stack.options.triton_ports.grpc}",
         "SERVING_STATE_URL": default_state_url(stack.options.run_dir),  # the stack's own store, shared
+        "GATEWAY_CONTROLLER_MODELS_DIR": str(stack.options.run_dir / "lifecycle" / "models"),  # the controller's copies
     }
     gateway = start_http_stack(
         tmp_path,

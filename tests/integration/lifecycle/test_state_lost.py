@@ -27,6 +27,7 @@ import pytest
 from services.lifecycle.state import DeploymentStore, EndpointState, VersionState
 from services.triton.repository import RenderOptions
 from tests.support.servers import Server, start_gateway, start_triton, worker_pids
+from tests.support.state import controllers_copy
 
 SERVING = Path(sys.executable).parent / "serving"
 
@@ -38,12 +39,14 @@ def stack(tmp_path_factory, tiny_model):
     run = tmp_path_factory.mktemp("lost-gateway")
     path = run / "lifecycle" / "state.db"
     store = DeploymentStore.open(f"sqlite:///{path}")
-    live = VersionState(version="1", state="live", model_dir=str(tiny_model))
+    copy = controllers_copy(run / "lifecycle" / "models", "encoder", "1", tiny_model)
+    live = VersionState(version="1", state="live", model_dir=str(copy))
     store.update(lambda s: s.endpoints.update(encoder=EndpointState(versions={"1": live})))
     triton = start_triton(
         tmp_path_factory.mktemp("lost-triton"), tiny_model, RenderOptions(batching=True), models=("encoder",)
     )
-    gateway = start_gateway(run, tiny_model, triton, workers=2, env={"SERVING_STATE_URL": store.url})
+    env = {"SERVING_STATE_URL": store.url, "GATEWAY_CONTROLLER_MODELS_DIR": str(run / "lifecycle" / "models")}
+    gateway = start_gateway(run, tiny_model, triton, workers=2, env=env)
     gateway.run, gateway.path, gateway.store = run, path, store
     gateway.env = {**os.environ, "SERVING_STATE_URL": store.url}
     gateway.backup = run / "good.db"

@@ -14,16 +14,18 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable, VersionState
 from services.triton.repository import RenderOptions
 from tests.support.servers import Server, start_gateway, start_triton
+from tests.support.state import controllers_copy
 
 WRITER = """
 import sys
 from services.lifecycle.state import DeploymentStore, EndpointState
 store = DeploymentStore.open(sys.argv[1])
 def change(state, i):
-    state.endpoints["shared"].max_versions += 1  # the same field in every writer: a lost update would show
+    state.endpoints["shared"].rollout_policy.min_requests += 1  # one field in every writer: a lost update shows
     state.endpoints[f"{sys.argv[2]}{i}"] = EndpointState()
 for i in range(int(sys.argv[3])):
     store.update(lambda state: change(state, i))
@@ -45,25 +47,31 @@ def store(url) -> DeploymentStore:
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory, tiny_model, store, url):
     """A gateway of two workers over Triton's encoder, deployed as endpoint `encoder` (version 1) in the store."""
-    live = VersionState(version="1", state="live", model_dir=str(tiny_model))
+    run = tmp_path_factory.mktemp("pg-gateway")
+    copy = controllers_copy(run / "models", "encoder", "1", tiny_model)  # the controller's, on the gateway's host
+    live = VersionState(version="1", state="live", model_dir=str(copy))
     store.update(lambda s: s.endpoints.update(encoder=EndpointState(versions={"1": live})))
     triton = start_triton(
         tmp_path_factory.mktemp("pg-triton"), tiny_model, RenderOptions(batching=True), models=("encoder",)
     )
-    env = {"SERVING_STATE_URL": url, "GATEWAY_ENDPOINTS_POLL_INTERVAL": "1.0"}  # the default poll interval
-    server = start_gateway(tmp_path_factory.mktemp("pg-gateway"), tiny_model, triton, workers=2, env=env)
+    env = {
+        "SERVING_STATE_URL": url,
+        "GATEWAY_ENDPOINTS_POLL_INTERVAL": "1.0",  # the default poll interval
+        "GATEWAY_CONTROLLER_MODELS_DIR": str(run / "models"),
+    }
+    server = start_gateway(run, tiny_model, triton, workers=2, env=env)
     yield server
     server.launcher.stop_all()
     triton.stop()
 
 
 def test_two_processes_changing_the_state_at_once_lose_no_change(store, url):
-    store.update(lambda s: s.endpoints.update(shared=EndpointState(max_versions=1)))
+    store.update(lambda s: s.endpoints.update(shared=EndpointState(rollout_policy=RolloutPolicy(min_requests=1))))
     start = store.revision()
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, url, name, "40"]) for name in ("a", "b")]
     assert [writer.wait(timeout=120) for writer in writers] == [0, 0]
     state = store.read()
-    assert state.endpoints["shared"].max_versions == 81, "every increment of the one field counted"
+    assert state.endpoints["shared"].rollout_policy.min_requests == 81, "every increment of the one field counted"
     assert {f"{n}{i}" for n in "ab" for i in range(40)} <= set(state.endpoints)
     assert store.revision() == start + 80
     store.update(lambda s: [s.endpoints.pop(name) for name in list(s.endpoints) if name != "encoder"])

@@ -3,7 +3,8 @@ serve leaves the last one serving and says why, and a store it cannot reach leav
 `/health/ready`'s `state_store` and `serving_state_store_up` show the outage, until the store answers again. A store
 that lost its state (emptied) or holds an older revision is not applied: the last state serves, `state_store` says
 what happened and what to do, `serving_state_store_regressed` is 1 and the log says it at ERROR; a worker restarted
-against it serves its host's last good state; a restored backup is followed again."""
+against it serves its host's last good state; a restored backup is followed again. A state that breaks a rule is not
+applied either, and a worker that starts against one serves its host's last good state too."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from prometheus_client import REGISTRY
 
 from services.gateway.state_source import StoreWatcher
 from services.lifecycle.state import Deployments, DeploymentStore, EndpointState
-from tests.support.state import write_document
+from tests.support.state import escaping, write_document
 
 
 class Names:
@@ -169,3 +170,28 @@ def test_a_restored_backup_of_an_older_revision_is_followed_again(store, tmp_pat
     restore(store, tmp_path / "at1.db")
     assert asyncio.run(watcher.check()) is True and watcher.names() == ["a"], "revision 1, restored, is taken"
     assert watcher.health() == {"state_store": "ok"} and regressed() == 0.0
+
+
+def test_a_worker_started_against_a_state_that_breaks_a_rule_serves_its_hosts_last_good_one_and_says_why(
+    store, tmp_path, caplog
+):
+    """A state written straight into the store (or restored by an older `serving state restore`) whose endpoint
+    leads out of every directory: not applied, said once in the log, in /health/ready and in the metric; a worker
+    that starts meanwhile serves the last good state of its host; the next valid state is followed."""
+    watch(store)
+    add(store, "b")
+    DeploymentStore.open(store.url).read()  # another worker read revision 2: the host's last good state
+    write_document(store, escaping(tmp_path / "victim"))
+    with caplog.at_level(logging.WARNING, logger="services.gateway"):
+        restarted, _ = watch(DeploymentStore.open(store.url))  # a new worker process: nothing in its own memory
+        assert asyncio.run(restarted.check()) is False and asyncio.run(restarted.check()) is False
+    assert restarted.names() == ["a", "b"], "not an empty state: no endpoint dropped"
+    problem = restarted.errors()["deployment state"]
+    assert problem.startswith("the deployment state (revision 3) is invalid: endpoints.../../") and "[key]: " in problem
+    assert problem.endswith("(still serving the previous one)") and restarted.health() == {"state_store": "ok"}
+    assert REGISTRY.get_sample_value("serving_config_errors", {"file": "deployment state"}) == 1.0
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "revision 3 not applied, still serving the previous one" in errors[0]
+    write_document(store, '{"endpoints": {"c": {}}}')
+    assert asyncio.run(restarted.check()) is True and restarted.names() == ["c"] and restarted.errors() == {}
+    assert REGISTRY.get_sample_value("serving_config_errors", {"file": "deployment state"}) == 0.0

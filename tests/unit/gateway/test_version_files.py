@@ -1,5 +1,6 @@
-"""A deployed version's manifest and tokenizer for a gateway (`services.gateway.version_files`): the state's
-`model_dir` when this host can read it, else fetched once from the registry into the gateway's own cache."""
+"""A deployed version's manifest and tokenizer for a gateway (`services.gateway.version_files`): the controller's copy
+in its models directory when this host can read it (found by the endpoint's name and the version, never at the state's
+`model_dir`), else fetched once from the registry into the gateway's own cache."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from services.common.confined import OutsideBase
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, checked_hashes, sha256_file
 from services.common.errors import ConfigurationError
 from services.gateway.version_files import version_files
@@ -41,18 +43,47 @@ def record(model_dir: str | None, checked: Path, name: str = "tiny-emb") -> Vers
     return VersionState(version="3", state="live", model_dir=model_dir, lineage=lineage)
 
 
-def test_a_model_dir_readable_here_is_used_as_it_is(registry, tmp_path):
+@pytest.fixture
+def controllers(registry, tmp_path) -> Path:
+    """The controller's models directory on this host, holding its copy of version 3 of endpoint `emb`."""
+    shutil.copytree(registry.model_dir, tmp_path / "controller" / "emb" / "3" / "model")
+    return tmp_path / "controller"
+
+
+def test_the_controllers_copy_readable_here_is_used_as_it_is(registry, controllers, tmp_path):
+    copy = controllers / "emb" / "3" / "model"
     found = version_files(
-        "emb", record(str(registry.model_dir), registry.model_dir), tmp_path / "cache", registry=registry
+        "emb", record(str(copy), registry.model_dir), tmp_path / "cache", registry=registry, models_dir=controllers
     )
-    assert found == registry.model_dir and registry.fetches == []
+    assert found == copy and registry.fetches == []
 
 
-def test_a_gateway_told_to_read_only_its_own_files_fetches_even_a_readable_model_dir(registry, tmp_path):
+def test_a_gateway_told_to_read_only_its_own_files_fetches_even_a_readable_copy(registry, controllers, tmp_path):
+    copy = controllers / "emb" / "3" / "model"
+    found = version_files("emb", record(str(copy), registry.model_dir), tmp_path / "cache", registry=registry)
+    assert found == tmp_path / "cache" / "emb" / "3" and registry.fetches == [("tiny-emb", "3")]
+
+
+def test_a_model_dir_the_state_names_outside_the_models_directory_is_never_read(registry, controllers, tmp_path):
+    """A readable directory with a manifest and a tokenizer, named by the state: the gateway looks only where the
+    controller's copy of this endpoint's version is, and fetches the checked files otherwise."""
+    planted = unit_model_dir(tmp_path / "planted")
+    shutil.rmtree(controllers / "emb")
     found = version_files(
-        "emb", record(str(registry.model_dir), registry.model_dir), tmp_path / "cache", registry=registry, local=False
+        "emb", record(str(planted), registry.model_dir), tmp_path / "cache", registry=registry, models_dir=controllers
     )
     assert found == tmp_path / "cache" / "emb" / "3" and registry.fetches == [("tiny-emb", "3")]
+
+
+@pytest.mark.parametrize("endpoint", ["..", "../../elsewhere", "a/b"])
+def test_a_name_that_would_leave_the_cache_or_the_models_directory_is_refused(
+    registry, controllers, tmp_path, endpoint
+):
+    checked = record(None, registry.model_dir)
+    for models_dir in (controllers, None):
+        with pytest.raises(OutsideBase):
+            version_files(endpoint, checked, tmp_path / "cache", registry=registry, models_dir=models_dir)
+    assert registry.fetches == [] and not (tmp_path / "elsewhere").exists()
 
 
 def test_another_hosts_model_dir_is_fetched_once_from_the_registry_of_the_lineage(registry, tmp_path):

@@ -1,12 +1,19 @@
 """`serving state backup|restore|accept` over a real SQLite store: a backup is a consistent copy taken while writers
 write; a restore puts an older revision back so that a process that saw a later one takes it (a new restore epoch),
-over a store that lost its state or one that did not; a file that is no backup is refused with the store untouched;
-a PostgreSQL store is sent to pg_dump and pg_restore."""
+over a store that lost its state or one that did not; a file that is no backup is refused with the store untouched.
+
+Backup and restore move the state's row, not database files: a backup holds that row in the store's own schema and
+nothing else; a restore reads the row alone, so a trigger, a view or a table of a crafted backup never reaches the
+live store (the live file ends up exactly as this project makes a store); a backup made by the previous code (a
+copy of the whole store file) is restored; a state that breaks a rule is refused by restore and accept, naming the
+field."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
+from contextlib import closing
 
 import pytest
 from typer.testing import CliRunner
@@ -17,6 +24,7 @@ from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreU
 from services.lifecycle.state_backup import accept, backup, inspect_backup, restore
 from services.lifecycle.state_db import open_engine, parse_url
 from services.lifecycle.state_memory import StateMemory
+from tests.support.state import escaping, stored, write_document
 
 
 @pytest.fixture
@@ -179,9 +187,138 @@ def test_the_commands_use_the_stacks_store_and_say_what_they_did(tmp_path, path,
     assert len(store.read().endpoints) == 3
 
 
-def test_a_postgresql_store_is_sent_to_pg_dump_and_pg_restore(tmp_path):
+def test_a_postgresql_store_is_backed_up_and_restored_by_its_row_too(tmp_path):
+    """The commands reach a PostgreSQL store as they reach SQLite (tests/integration/lifecycle has the real server):
+    one that does not answer is said, without its password; a restore checks its file before the store."""
     env = {"SERVING_STATE_URL": "postgresql+psycopg2://serving:secret@127.0.0.1:1/serving"}
-    for command in ("backup", "restore"):
-        code, said = serving("state", command, str(tmp_path / "x.dump"), env=env)
-        assert code == 2 and "pg_dump --format=custom" in said and "then run `serving state accept`" in said
-        assert "secret" not in said
+    code, said = serving("state", "backup", str(tmp_path / "x.db"), env=env)
+    assert code == 2 and "postgresql+psycopg2://serving:***@127.0.0.1:1/serving is unreachable" in said
+    code, said = serving("state", "restore", str(tmp_path / "x.db"), env=env)
+    assert code == 2 and "x.db is not a file" in said
+    assert "secret" not in said
+
+
+def schema(path) -> list[tuple]:
+    """Every object of a SQLite database file: (type, name, sql)."""
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+
+
+def rows(path, table: str) -> list[tuple]:
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(f"SELECT * FROM {table}").fetchall()
+
+
+def fresh_schema(tmp_path) -> list[tuple]:
+    """What this project makes a store with."""
+    new = DeploymentStore.open(f"sqlite:///{tmp_path / 'fresh' / 'state.db'}")
+    new.revision()
+    new.close()
+    return schema(tmp_path / "fresh" / "state.db")
+
+
+EVIL_ENDPOINT = json.dumps({"registered_name": "attackers-model", "max_versions": 1})
+TRIGGER = (
+    "CREATE TRIGGER evil AFTER UPDATE ON serving_deployment_state BEGIN UPDATE serving_deployment_state "
+    f"SET document = json_set(document, '$.endpoints.evil', json('{EVIL_ENDPOINT}')) WHERE id = 1; END"
+)
+"""What a crafted backup carries: on every change of the state, the attacker's endpoint (bound to the attacker's
+registered model) is added back."""
+
+
+def test_a_backup_holds_the_state_row_alone_in_the_stores_own_schema(store, path, tmp_path):
+    grow(store, 3)
+    store.report_replica("triton-a", {"e1": ["1"]}, now=1.0)
+    with sqlite3.connect(path) as conn:  # whatever else the live file holds stays out of a backup
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    summary = backup(store, tmp_path / "b.db")
+    assert schema(tmp_path / "b.db") == fresh_schema(tmp_path)
+    assert rows(tmp_path / "b.db", "serving_replica_reports") == []
+    [(row_id, revision, document, epoch)] = rows(tmp_path / "b.db", "serving_deployment_state")
+    assert (row_id, epoch, revision) == (1, 0, 3) and summary.stamp == (0, 3)
+    assert sorted(json.loads(document)["endpoints"]) == ["e1", "e2", "e3"]
+
+
+def test_a_trigger_in_a_backup_never_reaches_the_live_store(store, path, tmp_path):
+    """The attack: a backup with an AFTER UPDATE trigger. Restored by copying the file, the trigger stayed in the
+    live store and added the attacker's endpoint back at the next change (and went into every later backup)."""
+    grow(store, 2)
+    crafted = tmp_path / "crafted.db"
+    backup(store, crafted)
+    with sqlite3.connect(crafted) as conn:
+        conn.execute(TRIGGER)
+        conn.execute("CREATE TABLE loot (secret TEXT)")
+        conn.execute("CREATE VIEW serving_view AS SELECT * FROM serving_deployment_state")
+    restore(store, crafted, now_ms=10)
+    assert schema(path) == fresh_schema(tmp_path), "the live store holds only what this project makes a store with"
+    store.update(lambda s: s.endpoints.setdefault("mine", EndpointState()))  # the next admin change
+    assert sorted(store.read().endpoints) == ["e1", "e2", "mine"], "the change stays as written"
+    assert "evil" not in stored(store)[1]
+    backup(store, tmp_path / "later.db", overwrite=True)
+    assert not [entry for entry in schema(tmp_path / "later.db") if entry[0] in ("trigger", "view")]
+
+
+def test_a_restore_leaves_no_trigger_the_live_file_had(store, path, tmp_path):
+    """A trigger already in the live file (a restore by the previous code) is gone after a restore: the live file's
+    pages are replaced whole by a store made here."""
+    grow(store, 2)
+    backup(store, tmp_path / "good.db")
+    with sqlite3.connect(path) as conn:
+        conn.execute(TRIGGER)
+    restore(store, tmp_path / "good.db", now_ms=10)
+    assert schema(path) == fresh_schema(tmp_path)
+    store.update(lambda s: s.endpoints.setdefault("mine", EndpointState()))
+    assert sorted(store.read().endpoints) == ["e1", "e2", "mine"]
+
+
+def test_a_state_table_that_is_a_view_or_lacks_its_columns_is_no_backup(store, tmp_path):
+    grow(store, 1)
+    before = store.stamp()
+    for name, ddl in {
+        "view.db": "CREATE VIEW serving_deployment_state AS SELECT 1 AS id, 5 AS revision, '{}' AS document",
+        "columns.db": "CREATE TABLE serving_deployment_state (id INTEGER, state TEXT)",
+    }.items():
+        with sqlite3.connect(tmp_path / name) as conn:
+            conn.execute(ddl)
+        with pytest.raises(
+            ConfigurationError, match="is not a usable backup: serving_deployment_state (is a view|lacks)"
+        ):
+            restore(store, tmp_path / name)
+    assert store.stamp() == before
+
+
+@pytest.mark.parametrize("epoch", [True, False], ids=["with epochs", "before epochs"])
+def test_a_backup_made_by_the_previous_code_is_restored(store, path, tmp_path, epoch):
+    """The previous `serving state backup` copied the whole store file (SQLite's online backup); older stores had
+    no epoch column."""
+    grow(store, 4)
+    old = tmp_path / "old.db"
+    with closing(sqlite3.connect(path)) as live, closing(sqlite3.connect(old)) as copy:
+        live.backup(copy)
+        copy.execute("PRAGMA journal_mode=DELETE")
+        if not epoch:
+            copy.execute("ALTER TABLE serving_deployment_state DROP COLUMN epoch")
+    grow(store, 6)
+    summary, replaced = restore(store, old, now_ms=20)
+    assert summary.stamp == (20, 4) and summary.endpoints == 4 and replaced == "the store's previous state"
+    assert sorted(store.read().endpoints) == ["e1", "e2", "e3", "e4"]
+    assert schema(path) == fresh_schema(tmp_path)
+
+
+def test_restore_and_accept_refuse_a_state_that_breaks_a_rule_and_say_which_field(store, path, tmp_path):
+    """The first attack: a backup (or a state put back by hand) whose endpoint leaves every base directory."""
+    env = {"SERVING_RUN_DIR": str(tmp_path / "run"), "SERVING_STATE_URL": ""}
+    grow(store, 2)
+    crafted = tmp_path / "crafted.db"
+    backup(store, crafted)
+    with sqlite3.connect(crafted) as conn:
+        conn.execute("UPDATE serving_deployment_state SET document = ?", (escaping(tmp_path / "victim"),))
+    before = store.stamp(), store.read()
+    code, said = serving("state", "restore", str(crafted), env=env)
+    assert code == 2 and "crafted.db is not a valid deployment state: endpoints.../../../" in said
+    assert "[key]: endpoint name" in said and "versions.important.[key]: version 'important'" in said
+    assert (store.stamp(), store.read()) == before
+    write_document(store, escaping(tmp_path / "victim"))  # or written straight into the store, then accepted
+    code, said = serving("state", "accept", env=env)
+    assert code == 2 and "is not a valid deployment state; nothing accepted: endpoints.../../../" in said
+    assert store.stamp().epoch == 0

@@ -36,7 +36,10 @@ def test_postgresql_tables_missing_after_they_were_seen_are_a_lost_state():
     with pytest.raises(Lost) as raised:
         may_create("absent", Stamp(0, 4), "postgresql")
     assert raised.value.what == "the store's tables are gone, and this host last saw revision 4 of it"
-    assert raised.value.advice == "restore a dump with pg_restore, then run `serving state accept`"
+    assert raised.value.advice == (
+        "restore a backup with `serving state restore FILE` "
+        "(or a dump with pg_restore, then run `serving state accept`)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -165,15 +165,21 @@ def test_the_controller_reads_a_deployed_versions_data_set_reference_once(tmp_pa
     from services.lifecycle.state import DeploymentStore, EndpointState, VersionState
     from services.monitoring.drift import REFERENCE_FILE
 
-    model_dir = tmp_path / "emb-1"
-    model_dir.mkdir()
+    model_dir = tmp_path / "models" / "emb" / "1" / "model"  # the controller's copy, where it wrote the reference
+    model_dir.mkdir(parents=True)
     reference = {"token_length": {"values": [10, 60], "categorical": False}}
     (model_dir / REFERENCE_FILE).write_text(json.dumps(reference))
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / REFERENCE_FILE).write_text(json.dumps(reference))
     store = DeploymentStore.open(f"sqlite:///{tmp_path / 'state.db'}")
-    versions = {"1": VersionState(version="1", state="live", model_dir=str(model_dir)), "2": VersionState(version="2")}
+    versions = {
+        "1": VersionState(version="1", state="live", model_dir=str(model_dir)),
+        "2": VersionState(version="2", state="live", model_dir=str(planted)),  # never read: not its copy
+    }
     store.update(lambda s: s.endpoints.update(emb=EndpointState(versions=versions)))
-    references = DataSetReferences(store)
+    references = DataSetReferences(store, tmp_path / "models")
     assert references("emb", "1") == reference
-    assert references("emb", "2") is None and references("other", "1") is None, "no model, no endpoint: none"
+    assert references("emb", "2") is None and references("other", "1") is None, "no copy, no endpoint: none"
     (model_dir / REFERENCE_FILE).unlink()
     assert references("emb", "1") == reference, "read once"
