@@ -15,7 +15,7 @@ import typer
 
 from services.common.cli import console, fail  # noqa: F401 - the lifecycle commands take them from here
 from services.common.errors import ServingError
-from services.common.names import check_name
+from services.common.names import check_name, check_registered_name
 from services.common.settings import RunSettings
 from services.launcher.records import read_stack_info
 
@@ -38,6 +38,15 @@ def endpoint_path(endpoint: str, *rest: str) -> str:
     except ServingError as exc:
         fail(exc.message)
     return "/".join(["/admin/endpoints", endpoint, *(quote(part, safe="") for part in rest)])
+
+
+def registered_name(name: str) -> str:
+    """`name` if it is a valid registered model name (MLflow's rule); the command ends saying the rule otherwise (the
+    gateway and the registry would refuse it too)."""
+    try:
+        return check_registered_name(name)
+    except ServingError as exc:
+        fail(exc.message)
 
 
 @dataclass(frozen=True)
