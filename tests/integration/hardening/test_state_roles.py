@@ -13,13 +13,18 @@ roles, and each role can do what its process does and nothing more.
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import psycopg2
 import pytest
+import yaml
 from psycopg2 import errors
 from sqlalchemy import create_engine, inspect
 
@@ -256,3 +261,77 @@ def test_the_state_row_is_never_made_again_once_it_was_deleted(postgres, fleet):
         cursor.execute("SELECT count(*) FROM serving_deployment_state")
         assert cursor.fetchone()[0] == 0
     connection.close()
+
+
+COMPOSE = ROOT / "deploy" / "compose"
+
+
+@pytest.fixture(scope="module")
+def compose_postgres(tmp_path_factory) -> Iterator[tuple[Postgres, Path]]:
+    """A new PostgreSQL server as the Compose file's first start makes it: `make-secrets.sh` (a copy, writing into a
+    folder of the test's own), then the image's init script with those files where Compose mounts its secrets."""
+    work = tmp_path_factory.mktemp("compose")
+    (work / "secrets").mkdir()
+    shutil.copy(COMPOSE / "make-secrets.sh", work / "make-secrets.sh")
+    subprocess.run(["sh", str(work / "make-secrets.sh")], check=True, capture_output=True, timeout=60)
+    mounted = work / "run-secrets"  # Compose mounts each secret at /run/secrets/<its name in the file>
+    mounted.mkdir()
+    for name, secret in yaml.safe_load((COMPOSE / "docker-compose.yml").read_text())["secrets"].items():
+        shutil.copy(work / "secrets" / Path(secret["file"]).name, mounted / name)
+    root = Path(tempfile.mkdtemp(prefix="serving-compose-postgres-"))  # postgres reads it: not under pytest's root
+    server = Postgres(root)
+    server.start()
+    env = os.environ | {
+        "POSTGRES_USER": USER,
+        "PGHOST": HOST,
+        "PGPORT": str(server.port),
+        "SECRETS": str(mounted),
+        "STATE_ROLES_SQL": str(SCRIPT),
+        "PATH": f"{server.bin}:{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        ["sh", str(COMPOSE / "postgres-init" / "10-serving.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        yield server, mounted
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def service_file_here(mounted: Path, secret: str, server: Postgres, target: Path) -> Path:
+    """The Compose service file, its host and port those of the test's server (`postgres:5432` in Compose)."""
+    text = (mounted / secret).read_text().replace("host=postgres", f"host={HOST}")
+    target.write_text(text.replace("port=5432", f"port={server.port}"))
+    return target
+
+
+def test_composes_first_start_gives_each_process_its_role_and_mlflow_none_on_the_state(
+    compose_postgres, tmp_path, monkeypatch
+):
+    server, mounted = compose_postgres
+    url = "postgresql+psycopg2://?service=serving_state"
+    monkeypatch.setenv("PGSERVICEFILE", str(service_file_here(mounted, "state_writer_service", server, tmp_path / "w")))
+    writer = DeploymentStore.open(url)
+    writer.update(lambda s: transitions.set_auto_update(s, "emb", "tiny-emb", 2))
+    monkeypatch.setenv("PGSERVICEFILE", str(service_file_here(mounted, "state_reader_service", server, tmp_path / "r")))
+    reader = DeploymentStore.open(url)
+    assert reader.read().endpoints["emb"].registered_name == "tiny-emb"
+    with pytest.raises(StateReadOnly):
+        reader.update(lambda s: transitions.set_auto_update(s, "emb", "attacker-model", 2))
+    writer.close()
+    reader.close()
+
+    def connect(role: str, password: str, database: str):
+        return psycopg2.connect(host=HOST, port=server.port, user=role, password=password, dbname=database)
+
+    mlflow_password = (mounted / "mlflow_db_password").read_text().strip()
+    connect("mlflow", mlflow_password, "mlflow").close()  # MLflow reaches its own database
+    with pytest.raises(psycopg2.OperationalError, match="permission denied for database"):
+        connect("mlflow", mlflow_password, "serving_state")  # and not the state's
+    reader_password = (mounted / "state_reader_password").read_text().strip()
+    with pytest.raises(psycopg2.OperationalError, match="permission denied for database"):
+        connect("serving_state_reader", reader_password, "mlflow")
+    with pytest.raises(psycopg2.OperationalError, match="password authentication failed"):
+        connect("serving_state_reporter", "guessed", "serving_state")  # Compose has no agents: it has no password
