@@ -48,7 +48,10 @@ CONNECT_TIMEOUT = 3
 """Seconds a PostgreSQL connection may take to open: an unreachable store is said within this, not after minutes."""
 SQLITE_HEADER = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
-SUPPORTED = "sqlite:///<path> or postgresql+psycopg2://<user>[:<password>]@<host>:<port>/<database>"
+SUPPORTED = (
+    "sqlite:///<path> or postgresql+psycopg2://<role>@<host>:<port>/<database> (the password in a libpq password "
+    "file), or postgresql+psycopg2://?service=<name> (all of it in a libpq service file, PGSERVICEFILE)"
+)
 INSUFFICIENT_PRIVILEGE = "42501"
 """PostgreSQL's code for a statement this role may not run (write a table it may only read, create a table)."""
 UNPREPARED = (
