@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from services.common.errors import ConfigurationError, NotFound, Unavailable
 from services.common.names import ARTIFACT_FILE_PATTERN
+from services.common.urls import shown_url
 
 CHUNK = 1 << 20
 PROXIED = "mlflow-artifacts:"
@@ -159,7 +160,9 @@ class ProxiedArtifacts:
             try:
                 answer = httpx.get(self.api, params={"path": where}, timeout=self.timeout)
             except httpx.HTTPError as exc:
-                raise Unavailable(f"the registry at {self.api} does not answer: {exc}", retry_after=5) from None
+                raise Unavailable(
+                    f"the registry at {shown_url(self.api)} does not answer: {exc}", retry_after=5
+                ) from None
             _checked(answer, self.api)
             for entry in answer.json().get("files", []):
                 relative = f"{folder}/{entry['path'].rsplit('/', 1)[-1]}".lstrip("/")

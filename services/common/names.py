@@ -95,8 +95,21 @@ def is_valid_registered_name(name: object) -> bool:
 def check_registered_name(name: str, what: str = "registered model") -> str:
     """`name` if it is a valid registered model name, else InvalidInput (422) saying the rule."""
     if not is_valid_registered_name(name):
-        raise InvalidInput(f"{what} name {shown(name)} is not valid: use {REGISTERED_RULE}", param="name")
+        raise InvalidInput(_registered_refusal(name, what), param="name")
     return name
+
+
+def validated_registered_name(name: str) -> str:
+    """`check_registered_name` as a pydantic validator (`AfterValidator`): the same rule and message, as a validation
+    error, so FastAPI refuses a body field with it before the route runs."""
+    if not is_valid_registered_name(name):
+        message = _registered_refusal(name, "registered model")
+        raise PydanticCustomError("invalid_registered_name", message.replace("{", "{{").replace("}", "}}"))
+    return name
+
+
+def _registered_refusal(name: object, what: str) -> str:
+    return f"{what} name {shown(name)} is not valid: use {REGISTERED_RULE}"
 
 
 VERSION_MAX_DIGITS = 9

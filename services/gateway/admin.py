@@ -19,18 +19,27 @@ from typing import Annotated
 from fastapi import APIRouter
 from fastapi import Path as PathParameter
 from fastapi.routing import APIRoute
-from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from observability.metrics import endpoint_request_counts
 from services.api.openapi import OK, errors
 from services.common.errors import ConfigurationError, NotFound, Unavailable
-from services.common.names import NAME_MAX_LENGTH, NAME_PATTERN, validated_name
+from services.common.names import (
+    NAME_MAX_LENGTH,
+    NAME_PATTERN,
+    REGISTERED_NAME_MAX_LENGTH,
+    REGISTERED_RULE,
+    VERSION_PATTERN,
+    validated_name,
+    validated_registered_name,
+)
 from services.gateway.admin_guard import admin_token, guarded_route
 from services.lifecycle import transitions
 from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.shares import arrivals, hand_back, share_reasons
 from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable
+from services.lifecycle.state_db import StateReadOnly
 
 log = logging.getLogger(__name__)
 Endpoint = Annotated[
@@ -43,19 +52,39 @@ Endpoint = Annotated[
 ]
 """Every route's `{endpoint}`: a name that breaks the rule is a 422 naming the pattern before anything runs."""
 Version = Annotated[str, PathParameter(pattern=r"^[0-9]{1,18}$", description="A registry version number.")]
+MOST_VERSIONS = 64
+"""The most live versions an endpoint keeps (`max_versions`) and a canary splits over: each live version is a model
+instance in every Triton replica. The deployment state holds the same bound."""
+RegisteredName = Annotated[
+    str,
+    Field(
+        description=f"An MLflow registered model name: {REGISTERED_RULE}.",
+        json_schema_extra={"minLength": 1, "maxLength": REGISTERED_NAME_MAX_LENGTH},
+    ),
+    AfterValidator(validated_registered_name),
+]
+"""A registered model name from a body: one that breaks MLflow's rule is a 422 naming the rule (the length is checked
+by the rule too, so a long name gets the same sentence, cut to a printable form)."""
+RegistryVersion = Annotated[str, Field(pattern=VERSION_PATTERN, description="A registry version number.")]
 
 
-class AutoUpdate(BaseModel):
-    name: str = Field(min_length=1, description="MLflow registered model name")
-    max_versions: int = Field(2, ge=1)
+class AdminBody(BaseModel):
+    """Every admin body: numbers finite (JSON's `NaN` and `Infinity`, which Python's parser takes, refused)."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+
+class AutoUpdate(AdminBody):
+    name: RegisteredName
+    max_versions: int = Field(2, ge=1, le=MOST_VERSIONS)
     rollout: RolloutPolicy | None = None
     """Roll each new version out under this policy while another serves; none: it takes all traffic once live."""
 
 
-class Canary(BaseModel):
-    weights: list[float] = Field(min_length=1)
-    versions: list[str] | None = None
-    newest: int | None = Field(None, ge=1)
+class Canary(AdminBody):
+    weights: list[float] = Field(min_length=1, max_length=MOST_VERSIONS)
+    versions: list[RegistryVersion] | None = Field(None, max_length=MOST_VERSIONS)
+    newest: int | None = Field(None, ge=1, le=MOST_VERSIONS)
 
     @model_validator(mode="after")
     def _one_of(self) -> Canary:
@@ -70,7 +99,9 @@ class Canary(BaseModel):
 
 
 class RolloutRequest(RolloutPolicy):
-    version: str
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    version: RegistryVersion
     dry_run: bool = False
     """Check the request and answer the rollout it would start, changing nothing."""
 
@@ -106,10 +137,18 @@ def describe(name: str, endpoint: EndpointState, counts: dict[tuple[str, str], f
     }
 
 
+READ_ONLY = (
+    "this gateway may only read the deployment state (its SERVING_STATE_URL role is read-only, as a fleet's serving "
+    "gateways' is): send admin requests to the admin API that holds the writer role (docs: Deployment, Least "
+    "privilege)"
+)
+
+
 class GuardedStore:
     """The deployment state as the routes use it: a state that cannot be read (invalid, hand-edited) or a store that
     cannot be reached is a 503 with a generic message and the request id; the store's address and the parser's or
-    driver's text go to the log only, never to a caller (`GET /models/{endpoint}` is open)."""
+    driver's text go to the log only, never to a caller (`GET /models/{endpoint}` is open). A change refused because
+    this gateway's database role may only read is a 503 that says so (only a caller with the token gets there)."""
 
     def __init__(self, store: DeploymentStore):
         self.store = store
@@ -118,6 +157,9 @@ class GuardedStore:
     def _unreadable_is_unavailable(self) -> Iterator[None]:
         try:
             yield
+        except StateReadOnly as exc:
+            log.error("the admin API cannot change the deployment state in %s: %s", self.store.url, exc.message)
+            raise Unavailable(READ_ONLY) from None
         except (ConfigurationError, StateStoreUnavailable) as exc:
             log.error("the admin API cannot use the deployment state in %s: %s", self.store.url, exc.message)
             raise Unavailable(

@@ -49,6 +49,7 @@ from services.lifecycle.state_db import (
     parse_url,
     reachable,
     shape,
+    shown,
     sqlite_path,
 )
 from services.lifecycle.state_memory import StateMemory, last_good_file
@@ -77,8 +78,8 @@ class DeploymentStore:
     """Compare-and-swap rounds one `update` gets while other writers keep winning (each round waits a little more)."""
 
     def __init__(self, url: URL, engine: Engine, memory: StateMemory):
-        self.url = url.render_as_string(hide_password=True)
-        """The store's URL as logs and messages show it (no password)."""
+        self.url = shown(url)
+        """The store's URL as logs and messages show it (no password, in its userinfo or its query)."""
         self.engine = engine
         self.backend = engine.dialect.name
         self.memory = memory
@@ -171,8 +172,8 @@ class DeploymentStore:
         with self._reachable():
             return replica_reports.recent(self.engine, now, ttl)
 
-    def _reachable(self):
-        return reachable(self.url, self.backend)
+    def _reachable(self, preparing: bool = False):
+        return reachable(self.url, self.backend, preparing)
 
     def _check(self, stamp: Stamp, seen: Stamp | None) -> None:
         """`seen` is taken before the query that read `stamp`: a change this process (another thread) committed and
@@ -224,7 +225,7 @@ class DeploymentStore:
         with self._ready_lock:
             if self._ready:
                 return
-            with self._reachable():
+            with self._reachable(preparing=True):
                 self._create_or_check()
                 add_epoch_column(self.engine)
             self._ready = True

@@ -39,6 +39,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
 from services.common.errors import ConfigurationError, Unavailable
+from services.common.urls import shown_url
 from services.lifecycle.state_rules import Lost, Shape
 
 BUSY_TIMEOUT = 10.0
@@ -47,7 +48,17 @@ CONNECT_TIMEOUT = 3
 """Seconds a PostgreSQL connection may take to open: an unreachable store is said within this, not after minutes."""
 SQLITE_HEADER = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
-SUPPORTED = "sqlite:///<path> or postgresql+psycopg2://<user>[:<password>]@<host>:<port>/<database>"
+SUPPORTED = (
+    "sqlite:///<path> or postgresql+psycopg2://<role>@<host>:<port>/<database> (the password in a libpq password "
+    "file), or postgresql+psycopg2://?service=<name> (all of it in a libpq service file, PGSERVICEFILE)"
+)
+INSUFFICIENT_PRIVILEGE = "42501"
+"""PostgreSQL's code for a statement this role may not run (write a table it may only read, create a table)."""
+UNPREPARED = (
+    "its tables are not there yet (or lack the epoch column) and this process's database role may not make them: "
+    "have the database's owner run deploy/sql/state-roles.sql (docs: Deployment, Least privilege), or give this "
+    "process the role that owns the tables"
+)
 
 metadata = MetaData()
 DOCUMENT = Table(
@@ -79,6 +90,11 @@ class StateStoreUnavailable(Unavailable):
         """The driver's words alone, for `/health/ready`."""
 
 
+class StateReadOnly(StateStoreUnavailable):
+    """The store refused what this process tried for lack of privilege: a role that may read the state but not
+    write it (a gateway's, an agent's on a fleet), or not create its tables. Retrying does not help."""
+
+
 class StateLost(StateStoreUnavailable):
     """The store answers but lost its state (no tables, an empty or foreign file) or holds an older one than this
     process saw: nothing is applied from it or written over it until an operator restores it."""
@@ -94,13 +110,20 @@ def parse_url(url: str) -> URL:
     try:
         parsed = make_url(url)
     except exc.ArgumentError:
-        raise ConfigurationError(f"SERVING_STATE_URL '{url}' is not a database URL; use {SUPPORTED}") from None
+        raise ConfigurationError(
+            f"SERVING_STATE_URL '{shown_url(url)}' is not a database URL; use {SUPPORTED}"
+        ) from None
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise ConfigurationError(f"SERVING_STATE_URL names a {backend} database; use {SUPPORTED}")
     if backend == "sqlite" and parsed.database in (None, "", ":memory:"):
         raise ConfigurationError("SERVING_STATE_URL: a SQLite state store is a file (sqlite:///<path>)")
     return parsed
+
+
+def shown(url: URL) -> str:
+    """`url` as logs and messages show it: no password, in its userinfo or its query (`?password=`)."""
+    return shown_url(url.render_as_string(hide_password=True))
 
 
 def sqlite_path(url: URL) -> Path | None:
@@ -215,6 +238,11 @@ def reason(error: exc.DBAPIError) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def denied(error: exc.DBAPIError) -> bool:
+    """The store refused the statement to this role (PostgreSQL's insufficient_privilege)."""
+    return getattr(error.orig, "pgcode", None) == INSUFFICIENT_PRIVILEGE
+
+
 def lost_shape(error: exc.DBAPIError) -> Shape | None:
     """What a database error says of a store that lost its state after a process saw it (its tables gone, its file
     emptied or replaced); None for any other failure."""
@@ -227,12 +255,16 @@ def lost_shape(error: exc.DBAPIError) -> Shape | None:
 
 
 @contextmanager
-def reachable(where: str, backend: str = "sqlite") -> Iterator[None]:
-    """Database failures inside as `StateStoreUnavailable` (`StateLost` where the tables are gone), naming the store
-    (`where`, password hidden)."""
+def reachable(where: str, backend: str = "sqlite", preparing: bool = False) -> Iterator[None]:
+    """Database failures inside as `StateStoreUnavailable` (`StateLost` where the tables are gone, `StateReadOnly`
+    where this role may not do what it tried; `preparing`: it was making the store's tables, which a read-only role
+    never may), naming the store (`where`, password hidden)."""
     try:
         yield
     except exc.DBAPIError as error:
+        if denied(error):
+            making = preparing and error.statement is not None  # a statement, not the connection, was refused
+            raise StateReadOnly(where, UNPREPARED if making else reason(error)) from error
         lost = lost_shape(error)
         if lost is not None:
             what = "its tables are gone" if lost == "no tables" else "its file is not a SQLite database"

@@ -20,8 +20,9 @@ import httpx
 
 from services.common import artifacts
 from services.common.contract import MANIFEST_FILE, Manifest, checked_hashes, sha256_file
-from services.common.errors import ConfigurationError, NotFound, Unavailable
+from services.common.errors import ConfigurationError, InvalidInput, NotFound, Unavailable
 from services.common.private import private_dir, private_file
+from services.common.urls import shown_url
 from services.registry.lineage import DATASET_ARTIFACT_TAG, UiLinks, datasets, pipeline
 from services.registry.settings import RegistrySettings
 from services.registry.signature import log_signature
@@ -48,6 +49,16 @@ class RegistryVersion:
     version: str
     run_id: str
     tags: dict[str, str] = field(default_factory=dict)
+
+
+def name_filter(name: str) -> str:
+    """MLflow's filter for the registered model `name`: the name quoted with whichever quote it does not hold (MLflow's
+    filter strings have no escape: a quote inside would end the value, and what follows would be read as more
+    clauses). A name holding both is refused, saying so."""
+    for quote in ("'", '"'):
+        if quote not in name:
+            return f"name = {quote}{name}{quote}"
+    raise InvalidInput("a registered model name holding both ' and \" cannot be searched in MLflow: rename it")
 
 
 def code_revision() -> str:
@@ -124,7 +135,7 @@ class ModelRegistry:
             if dataset is not None:
                 self.log_dataset(dataset)
             run_id = run.info.run_id
-        if not self.client.search_registered_models(filter_string=f"name = '{name}'"):
+        if not self.client.search_registered_models(filter_string=name_filter(name)):
             self.client.create_registered_model(name)
         version = self.client.create_model_version(
             name,
@@ -172,12 +183,14 @@ class ModelRegistry:
         try:
             answer = httpx.get(f"{self.uri.rstrip('/')}/health", timeout=timeout)
         except httpx.HTTPError as exc:
-            raise Unavailable(f"the registry at {self.uri} does not answer: {exc}", retry_after=5) from None
+            raise Unavailable(f"the registry at {shown_url(self.uri)} does not answer: {exc}", retry_after=5) from None
         if answer.status_code != 200:
-            raise Unavailable(f"the registry at {self.uri} answered {answer.status_code} to its health check")
+            raise Unavailable(
+                f"the registry at {shown_url(self.uri)} answered {answer.status_code} to its health check"
+            )
 
     def versions(self, name: str) -> list[RegistryVersion]:
-        found = self.client.search_model_versions(filter_string=f"name = '{name}'")
+        found = self.client.search_model_versions(filter_string=name_filter(name))
         return sorted(
             (RegistryVersion(name, str(v.version), v.run_id, dict(v.tags or {})) for v in found),
             key=lambda v: int(v.version),

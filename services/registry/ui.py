@@ -8,23 +8,21 @@ from pathlib import Path
 from services.launcher import ProcessSpec
 from services.registry.settings import RegistrySettings
 
+STORE_VARIABLE = "MLFLOW_BACKEND_STORE_URI"
+"""The store's URI goes to `mlflow server` through its environment (the variable its `--backend-store-uri` reads),
+never its command line: a URI may hold the database's password, and every user of the host can list command lines."""
+
 
 def ui_process(settings: RegistrySettings, host: str, port: int) -> ProcessSpec:
     mlflow = str(Path(sys.executable).parent / "mlflow")
-    argv = [
-        mlflow,
-        "server",
-        "--backend-store-uri",
-        settings.uri,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-    ]
+    argv = [mlflow, "server", "--host", host, "--port", str(port), "--workers", "1"]
     if settings.uri.startswith("sqlite:"):
         argv += ["--default-artifact-root", settings.artifact_uri]
     return ProcessSpec(
-        name="mlflow-ui", argv=argv, ports=[port], ready_url=f"http://127.0.0.1:{port}/health", stop_timeout=10
+        name="mlflow-ui",
+        argv=argv,
+        env={STORE_VARIABLE: settings.uri},
+        ports=[port],
+        ready_url=f"http://127.0.0.1:{port}/health",
+        stop_timeout=10,
     )

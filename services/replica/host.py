@@ -25,6 +25,7 @@ import threading
 import time
 
 from services.common.errors import ConfigurationError, ServingError, Unavailable
+from services.common.urls import shown_url
 from services.launcher import Launcher, Supervisor
 from services.launcher.supervise import http_ready
 from services.lifecycle.deployments import StateInvalid
@@ -187,7 +188,7 @@ def run(settings: AgentSettings, *, prepare_only: bool = False) -> None:
     host = TritonHost(settings, agent) if settings.start_triton else None
     if host is not None and not host.start(stop):
         return
-    log.info("replica %s syncing from %s", settings.replica_id, settings.state_url.split("@")[-1])
+    log.info("replica %s syncing from %s", settings.replica_id, shown_url(settings.state_url))
     last_problem = None
     lock = host.lock if host is not None else contextlib.nullcontext()
     try:

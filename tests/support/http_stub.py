@@ -8,12 +8,14 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def send_json(handler: BaseHTTPRequestHandler, status: int, body) -> None:
-    """Answer the handler's request with `body` as JSON."""
+def send_json(handler: BaseHTTPRequestHandler, status: int, body, headers: dict[str, str] | None = None) -> None:
+    """Answer the handler's request with `body` as JSON (and `headers`)."""
     answer = json.dumps(body).encode()
     handler.send_response(status)
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Content-Length", str(len(answer)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
     handler.end_headers()
     handler.wfile.write(answer)
 

@@ -2,6 +2,8 @@
 `postgres` (PostgreSQL 15 from the distribution, /usr/lib/postgresql/<n>/bin, or POSTGRES_BIN), a throwaway data
 directory, listening on its own loopback address (127.0.0.5) and a free port, its socket in that directory.
 PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user (the directory is handed to it).
+Its superuser `serving` connects without a password; every other role needs its password (SCRAM), as in production,
+so that a test of a role's credentials tests them.
 
 One server for the session (`postgres` fixture, see tests/conftest.py), stopped at its end; `stop()` and `start()`
 let a test take the store away and bring it back (same data, same address)."""
@@ -24,6 +26,12 @@ from services.launcher import free_port
 
 HOST = "127.0.0.5"
 USER = "serving"
+HBA = f"""local all all trust
+host all {USER} 127.0.0.0/8 trust
+host all all 127.0.0.0/8 scram-sha-256
+"""
+"""Who connects how: the superuser without a password, every other role with its own (connections to 127.0.0.5 come
+from a loopback address)."""
 
 
 def postgres_bin() -> Path:
@@ -51,6 +59,7 @@ class Postgres:
         if self.owner is not None:
             os.chown(root, self.owner.pw_uid, self.owner.pw_gid)
         self._run([self.bin / "initdb", "-D", self.data, "-U", USER, "--auth=trust", "-E", "UTF8", "--no-sync"])
+        (self.data / "pg_hba.conf").write_text(HBA)
 
     def url(self, database: str = "serving") -> str:
         return f"postgresql+psycopg2://{USER}@{HOST}:{self.port}/{database}"

@@ -15,7 +15,7 @@ import typer
 
 from services.common.cli import console, fail  # noqa: F401 - the lifecycle commands take them from here
 from services.common.errors import ServingError
-from services.common.names import check_name
+from services.common.names import check_name, check_registered_name
 from services.common.settings import RunSettings
 from services.launcher.records import read_stack_info
 
@@ -38,6 +38,15 @@ def endpoint_path(endpoint: str, *rest: str) -> str:
     except ServingError as exc:
         fail(exc.message)
     return "/".join(["/admin/endpoints", endpoint, *(quote(part, safe="") for part in rest)])
+
+
+def registered_name(name: str) -> str:
+    """`name` if it is a valid registered model name (MLflow's rule); the command ends saying the rule otherwise (the
+    gateway and the registry would refuse it too)."""
+    try:
+        return check_registered_name(name)
+    except ServingError as exc:
+        fail(exc.message)
 
 
 @dataclass(frozen=True)
@@ -87,7 +96,8 @@ NEXT_STEP = {
     413: "the request is larger than the gateway takes (GATEWAY_ADMIN_MAX_BODY_BYTES)",
     503: "the gateway cannot use its deployment state now: try again in a few seconds; `serving logs` says why",
 }
-"""What to do next after a refusal, by status, where the gateway's message may not say it."""
+"""What to do next after a refusal, by status, where the gateway's message may not say it (a 503 only where the
+gateway says when to retry: one without Retry-After, such as a gateway whose role may only read, says what to do)."""
 
 
 def refusal(url: str, response: httpx.Response) -> str:
@@ -99,6 +109,8 @@ def refusal(url: str, response: httpx.Response) -> str:
     if response.status_code == 422:
         message = f"the gateway at {url} refused the request: {message}"
     hint = NEXT_STEP.get(response.status_code)
+    if response.status_code == 503 and "retry-after" not in response.headers:
+        hint = None
     if hint and "`serving " not in message:
         message = f"{message}; {hint}"
     return message

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import typer
 
-from services.commands.lifecycle.common import console, fail, print_json
+from services.commands.lifecycle.common import console, fail, print_json, registered_name
 from services.common.errors import ServingError
 from services.common.settings import RunSettings
+from services.common.urls import shown_url
 
 
 def register(
@@ -26,6 +27,7 @@ def register(
     from services.registry.mlflow_registry import DatasetRef, ModelRegistry
     from services.registry.settings import RegistrySettings
 
+    name = registered_name(name)
     ref = DatasetRef(dataset, dataset_name, dataset_version) if dataset else None
     try:
         registry = ModelRegistry(RegistrySettings(run_dir=RunSettings().run_dir))
@@ -45,6 +47,7 @@ def train(
     for each step; with the defaults, 1 min 6 s measured on 2 shared cores, 64 s of CPU)."""
     from services.registry.train import main_json
 
+    name = registered_name(name)
     sys.stdout.write(main_json(name, epochs, train_rows) + "\n")
 
 
@@ -65,4 +68,4 @@ def registry_ui(
         Launcher(run_dir).start_ready(ui_process(registry.settings, host, port), detach=True, timeout=120)
     except ServingError as exc:
         fail(str(exc))
-    console.print(f"MLflow UI on http://{host}:{port} (store {registry.uri}); `make down` stops it")
+    console.print(f"MLflow UI on http://{host}:{port} (store {shown_url(registry.uri)}); `make down` stops it")

@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import typer
 
-from services.commands.lifecycle.common import TOKEN, URL, AdminApi, console, endpoint_path, fail, print_json
+from services.commands.lifecycle.common import (
+    TOKEN,
+    URL,
+    AdminApi,
+    console,
+    endpoint_path,
+    fail,
+    print_json,
+    registered_name,
+)
 from services.commands.lifecycle.listing import measured_rates
 from services.commands.lifecycle.policy import option, policy_body
 from services.lifecycle.rollout_plan import plan
@@ -44,8 +53,13 @@ def auto_update(
         max_wait=max_wait,
         significance=significance,
     )
-    body = {"name": name, "max_versions": max_versions, "rollout": policy if with_rollout or policy else None}
-    print_json(AdminApi.for_command(url, token).call("PUT", endpoint_path(endpoint, "auto-update"), body))
+    path = endpoint_path(endpoint, "auto-update")
+    body = {
+        "name": registered_name(name),
+        "max_versions": max_versions,
+        "rollout": policy if with_rollout or policy else None,
+    }
+    print_json(AdminApi.for_command(url, token).call("PUT", path, body))
 
 
 def canary(

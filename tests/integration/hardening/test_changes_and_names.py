@@ -85,6 +85,28 @@ def test_the_admin_api_refuses_bad_endpoint_names_with_the_pattern_and_creates_n
     assert gateway.put("/admin/endpoints/sst2/auto-update", json={"name": "m"}, headers=TOKEN).status_code == 200
 
 
+def test_the_admin_api_refuses_bad_registered_names_and_numbers_and_stores_none(gateway):
+    """The attacks of issue 37 over a real socket: before, each of these was stored, the name shown raw on the open
+    `GET /models/{endpoint}` and pasted into MLflow filter strings, `max_versions=10**30` kept."""
+    before = stored(gateway.store)
+    attacks = [
+        {"name": "m\u0000\r\nx-injected: 1"},
+        {"name": "q" * 60_000},
+        {"name": "../m"},
+        {"name": "m", "max_versions": 10**30},
+        {"name": "m", "max_versions": 65},
+    ]
+    for body in attacks:
+        answer = gateway.put("/admin/endpoints/emb/auto-update", json=body, headers=TOKEN)
+        message = answer.json()["error"]["message"]
+        print(f"\n{json.dumps(body)[:60]} -> {answer.status_code} {message[:140]}")
+        assert answer.status_code == 422 and len(answer.content) < 2000 and message.isprintable(), answer.text
+        assert ("max_versions" in message) if "max_versions" in body and body["name"] == "m" else ("MLflow" in message)
+    assert stored(gateway.store) == before
+    shown = gateway.get("/models/emb").json()
+    assert shown["registered_name"] == "m" and shown["max_versions"] == 2
+
+
 def test_health_ready_names_config_errors_without_absolute_paths(gateway):
     body = gateway.get("/health/ready").json()
     print(f"\n/health/ready: {body}")

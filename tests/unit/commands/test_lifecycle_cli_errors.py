@@ -29,6 +29,15 @@ ANSWERS = {
     ),
     "/admin/endpoints/locked/versions/1/redeploy": (401, {"error": {"message": "missing or wrong bearer token"}}),
     "/admin/endpoints/ok/rollout": (200, {"endpoint": "ok", "rollout": {"dwell": 60, "min_requests": 200}}),
+    "/admin/endpoints/away/versions/1/redeploy": (
+        503,
+        {"error": {"message": "the deployment state cannot be read now; the server log has why"}},
+        {"Retry-After": "1"},
+    ),
+    "/admin/endpoints/reader/versions/1/redeploy": (
+        503,
+        {"error": {"message": "this gateway may only read the deployment state: send admin requests to the admin API"}},
+    ),
 }
 
 
@@ -63,6 +72,7 @@ def gateway():
         (["rollout", "sentiment", "--version", "2"], "deploy it again first: `serving model redeploy sentiment"),
         (["redeploy", "sentiment", "--version", "7"], "`serving model list` shows the deployed endpoints"),
         (["redeploy", "locked", "--version", "1"], "missing or wrong bearer token; pass the gateway's admin token"),
+        (["redeploy", "away", "--version", "1"], "cannot be read now; the server log has why; the gateway cannot use"),
     ],
 )
 def test_a_refusal_says_what_to_do_next_without_a_status_code(gateway, command, says):
@@ -70,6 +80,15 @@ def test_a_refusal_says_what_to_do_next_without_a_status_code(gateway, command, 
     output = " ".join(result.output.split())
     assert result.exit_code != 0 and says in output, output
     assert not re.search(r"\b(401|404|409)\b", output), output
+
+
+def test_a_refusal_that_retrying_does_not_help_is_not_told_to_retry(gateway):
+    """A gateway whose database role may only read answers 503 without Retry-After: its message says what to do."""
+    result = CliRunner().invoke(
+        app, ["model", "redeploy", "reader", "--version", "1", "--url", gateway, "--token", "t"]
+    )
+    output = " ".join(result.output.split())
+    assert result.exit_code != 0 and "send admin requests to the admin API" in output and "try again" not in output
 
 
 def test_a_started_rollout_says_when_it_is_judged_and_where_to_follow_it(gateway):

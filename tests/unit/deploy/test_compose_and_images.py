@@ -47,7 +47,8 @@ def test_compose_references_only_what_it_defines():
                 assert key.endswith("FILE") and str(value).startswith("/run/secrets/"), f"{name}: {key} inline"
     assert main["networks"]["backend"]["internal"] is True
     published = {name for name, s in services.items() if s.get("ports")}
-    assert published == {"gateway", "grafana", "mlflow", "jaeger"}, "only the API and the UIs"
+    assert published == {"gateway", "grafana", "mlflow", "jaeger", "admin"}, "only the API and the UIs"
+    assert all(port.startswith("127.0.0.1:") for port in services["admin"]["ports"]), "the admin API: loopback"
     assert int(services["gateway"]["stop_grace_period"].removesuffix("s")) > gunicorn_conf.graceful_timeout
     for secret in main["secrets"].values():
         assert secret["file"].startswith("./secrets/"), "secrets are files the make-secrets.sh script writes"
@@ -69,6 +70,10 @@ def project_variables() -> dict[str, set[str]]:
     return found
 
 
+LIBPQ = {"PGSERVICEFILE"}
+"""libpq's own variables a template sets: the state store's connection service file (docs/deployment.md)."""
+
+
 def reads(settings_class, variable: str) -> bool:
     return variable in {read.name for read in variables(settings_class)}
 
@@ -78,6 +83,7 @@ def test_every_variable_a_template_sets_is_a_setting_the_service_reads():
     field's alias such as SERVING_STATE_URL, SERVING_RUN_DIR or MLFLOW_TRACKING_URI): a stale name fails here."""
     settings = {
         "gateway": GatewaySettings,
+        "admin": GatewaySettings,  # the admin API: a gateway beside the controller
         "controller": ControllerSettings,
         "agent": AgentSettings,
         "prepare": AgentSettings,  # the Triton pods' agent, as their init step
@@ -85,6 +91,8 @@ def test_every_variable_a_template_sets_is_a_setting_the_service_reads():
     checked = 0
     for service, names in project_variables().items():
         for variable in names:
+            if variable in LIBPQ:  # read by the PostgreSQL driver of the state store
+                continue
             if service in settings:
                 settings_class = settings[service]
                 if variable == "MLFLOW_TRACKING_URI" and service != "gateway":  # read by their registry adapter
@@ -169,3 +177,45 @@ def test_compose_restricts_tritons_model_control_to_the_controllers_key():
     controller = services["controller"]
     assert controller["environment"]["CONTROLLER_TRITON_CONTROL_KEY_FILE"] == "/run/secrets/triton_control_key"
     assert "triton_control_key" in services["triton"]["secrets"] and "triton_control_key" in controller["secrets"]
+
+
+STATE_ROLES = {"writer": {"controller", "admin"}, "reporter": {"agent", "prepare"}, "reader": {"gateway"}}
+"""Which processes hold which role of the deployment state store (docs/deployment.md, Least privilege)."""
+SERVICE_URL = "postgresql+psycopg2://?service=serving_state"
+
+
+def test_every_process_holds_the_state_role_its_work_needs_and_no_password_in_its_environment():
+    """The gateways only read the state, the agents read it and report their replicas, the controller and the admin
+    API change it: each reaches the store with its own role, its password in a mounted service file (never in the
+    environment or a URL), and only the control plane holds the writer's."""
+    for overlay in OVERLAYS:
+        secrets = {}  # container -> {mount path: the Secret mounted there}
+        for (kind, _), doc in objects(overlay).items():
+            if kind != "Deployment":
+                continue
+            pod = doc["spec"]["template"]["spec"]
+            volumes = {v["name"]: v.get("secret", {}).get("secretName") for v in pod["volumes"]}
+            for container in pod["containers"] + pod.get("initContainers", []):
+                secrets[container["name"]] = {
+                    m["mountPath"]: volumes[m["name"]] for m in container.get("volumeMounts", []) if m.get("readOnly")
+                }
+        found = dict(containers(objects(overlay), init=True))
+        for role, names in STATE_ROLES.items():
+            for name in names:
+                env = {item["name"]: item for item in found[name]["env"]}
+                assert env["SERVING_STATE_URL"]["value"] == SERVICE_URL, name
+                folder = str(Path(env["PGSERVICEFILE"]["value"]).parent)
+                assert secrets[name][folder] == f"serving-state-{role}", name
+        writers = {name for name, mounted in secrets.items() if "serving-state-writer" in mounted.values()}
+        assert writers == STATE_ROLES["writer"], writers
+        assert "GATEWAY_ADMIN_TOKEN_FILE" not in {item["name"] for item in found["gateway"]["env"]}
+    services = compose("docker-compose.yml")["services"]
+    for name, secret in [("gateway", "state_reader_service"), ("admin", "state_writer_service")] + [
+        ("controller", "state_writer_service")
+    ]:
+        environment = services[name]["environment"]
+        assert environment["SERVING_STATE_URL"] == SERVICE_URL and secret in services[name]["secrets"], name
+        assert environment["PGSERVICEFILE"] == f"/run/secrets/{secret}", name
+    assert "admin_token" not in services["gateway"].get("secrets", []), "the serving gateway has no admin API"
+    assert all(volume.endswith(":ro") for volume in services["gateway"]["volumes"])
+    assert not {"state_writer_service", "state_reader_service"} & set(services["mlflow"]["secrets"])

@@ -18,9 +18,10 @@ from pydantic import SecretStr
 
 from services.api.errors import install_error_handlers
 from services.common.errors import ConfigurationError
-from services.common.names import NAME_PATTERN
+from services.common.names import NAME_PATTERN, REGISTERED_RULE
 from services.gateway.admin import admin_router
 from services.lifecycle import transitions
+from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.state import DeploymentStore, VersionState
 from tests.support.state import stored, write_document
 
@@ -376,3 +377,113 @@ def test_serving_model_refuses_an_empty_token_file_before_calling_the_gateway(tm
     result = CliRunner().invoke(app, ["model", "list", "--url", "http://127.0.0.1:1"])
     output = result.output.replace("\n", " ")
     assert result.exit_code == 2 and "admin-token is empty" in output and "did not answer" not in output, output
+
+
+BAD_REGISTERED_NAMES = ["a\x00b", "a\nb", "tab\tname", "a" * 60_000, "", " lead", "a/b", "a:b", "..", "a\\b", "\u200b"]
+"""Before: each was stored as the endpoint's registered model, shown on the open `GET /models/{endpoint}` and pasted
+into the registry's filter strings (the 60,000-character one too)."""
+
+
+@pytest.mark.parametrize("name", BAD_REGISTERED_NAMES)
+def test_auto_update_refuses_a_bad_registered_name_naming_the_rule_and_stores_nothing(store, client, name):
+    before = stored(store)
+    answer = client.put("/admin/endpoints/emb/auto-update", json={"name": name}, headers=AUTH)
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert REGISTERED_RULE in error["message"] and error["param"] == "body.name"
+    assert len(answer.content) < 2000 and error["message"].isprintable(), "cut short, control characters escaped"
+    assert stored(store) == before
+    assert client.get("/models/emb").json()["registered_name"] == "m"
+
+
+def test_a_registered_name_mlflow_takes_is_taken(store, client):
+    for name in ("my-model", "Bob's model v2", "a" * 256, "métis"):
+        answer = client.put("/admin/endpoints/emb/auto-update", json={"name": name}, headers=AUTH)
+        assert answer.status_code == 200 and store.read().endpoints["emb"].registered_name == name, answer.text
+
+
+@pytest.mark.parametrize(
+    "path, body, says",
+    [
+        ("auto-update", {"name": "m", "max_versions": 65}, "less than or equal to 64"),
+        ("auto-update", {"name": "m", "max_versions": 10**30}, "less than or equal to 64"),
+        ("auto-update", {"name": "m", "max_versions": 1e30}, "max_versions"),
+        ("canary", {"newest": 65, "weights": [1]}, "less than or equal to 64"),
+        ("canary", {"versions": ["1"] * 65, "weights": [1] * 65}, "at most 64 items"),
+        ("canary", {"versions": ["../1"], "weights": [1]}, "should match pattern"),
+    ],
+)
+def test_the_admin_bodies_numbers_have_upper_bounds(store, client, path, body, says):
+    """Before: `max_versions` of 10**30 was stored, and a canary over any number of versions."""
+    before = stored(store)
+    answer = client.put(f"/admin/endpoints/emb/{path}", json=body, headers=AUTH)
+    assert answer.status_code == 422 and says in answer.json()["error"]["message"], answer.text
+    assert stored(store) == before
+
+
+@pytest.mark.parametrize("body", ['{"newest": 1, "weights": [NaN]}', '{"newest": 2, "weights": [Infinity, 1]}'])
+def test_a_weight_that_is_not_a_finite_number_is_refused(store, client, body):
+    """Python's JSON parser takes `NaN` and `Infinity`: a NaN weight passed every comparison of the old checks."""
+    before = stored(store)
+    answer = client.put(
+        "/admin/endpoints/emb/canary", content=body, headers=AUTH | {"Content-Type": "application/json"}
+    )
+    assert answer.status_code == 422 and "finite number" in answer.json()["error"]["message"], answer.text
+    assert stored(store) == before
+
+
+def test_the_admin_api_never_accepts_what_the_deployment_state_refuses():
+    """The bodies' bounds are the state's (each accepted value is a valid state), so that a change the door took is
+    never refused whole by every reader of the state."""
+    from services.gateway.admin import MOST_VERSIONS
+    from services.lifecycle.deployments import EndpointState
+
+    EndpointState(max_versions=MOST_VERSIONS, newest_weights=[1.0] * MOST_VERSIONS)
+
+
+ROLLOUT_BOUNDED = all(
+    any(getattr(m, "le", None) is not None for m in RolloutPolicy.model_fields[name].metadata)
+    for name in ("dwell", "max_wait")
+)
+"""The rollout policy's upper bounds live with the deployment state's model (`deployments.RolloutPolicy`), which the
+admin bodies take."""
+
+
+@pytest.mark.xfail(not ROLLOUT_BOUNDED, reason="RolloutPolicy has no upper bounds yet (issue 37, item 1)", strict=True)
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("auto-update", {"name": "m", "rollout": {"dwell": 1e308}}),
+        ("auto-update", {"name": "m", "rollout": {"max_wait": 1e30}}),
+        ("rollout", {"version": "2", "dwell": 1e308}),
+        ("rollout", {"version": "2", "max_wait": 1e30, "dry_run": True}),
+    ],
+)
+def test_the_rollout_policys_seconds_have_upper_bounds(store, client, path, body):
+    """Before: `dwell=1e308` was stored: a rollout step that never ends."""
+    before = stored(store)
+    method = "PUT" if path == "auto-update" else "POST"
+    answer = client.request(method, f"/admin/endpoints/emb/{path}", json=body, headers=AUTH)
+    assert answer.status_code == 422 and "less than or equal to" in answer.json()["error"]["message"], answer.text
+    assert stored(store) == before
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["model", "auto-update", "emb", "--name", "a\x01b"],
+        ["model", "auto-update", "emb", "--name", "a/b"],
+        ["model", "register", "--name", "x" * 300],
+        ["train", "--name", "a\nb"],
+    ],
+)
+def test_the_commands_refuse_a_bad_registered_name_before_calling_anything(command):
+    from typer.testing import CliRunner
+
+    from services.cli import app
+
+    extra = ["--url", "http://127.0.0.1:1", "--token", "t"] if command[1] == "auto-update" else []
+    result = CliRunner().invoke(app, [*command, *extra])
+    output = result.output.replace("\n", "")
+    assert result.exit_code == 2 and REGISTERED_RULE.replace(" ", "") in output.replace(" ", ""), result.output
+    assert "did not answer" not in output

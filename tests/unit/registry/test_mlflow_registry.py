@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from services.common.contract import Manifest, checked_hashes
-from services.common.errors import ConfigurationError, NotFound, Unavailable
+from services.common.errors import ConfigurationError, InvalidInput, NotFound, Unavailable
 from services.launcher import free_port
 from services.registry.mlflow_registry import ARTIFACT_PATH, DatasetRef, code_revision
 from tests.support.models import unit_model_dir
@@ -49,6 +49,21 @@ def test_versions_past_nine_sort_as_numbers(registry, published):
         registry.client.create_model_version("many", source=f"runs:/{run_id}/{ARTIFACT_PATH}", run_id=run_id)
     assert [v.version for v in registry.versions("many")] == [str(n) for n in range(1, 12)]
     assert registry.versions("no such model") == []
+
+
+@pytest.mark.parametrize("name", ["bob's model", 'say "hi"', "x' AND name LIKE '%"])
+def test_a_name_with_a_quote_finds_its_own_versions_and_no_other(registry, published, name):
+    """Before: the name was pasted between single quotes into MLflow's filter string, so `bob's model` was a syntax
+    error and `x' AND name LIKE '%` a clause of the attacker's (its own versions never found)."""
+    run_id = published["1"]["run_id"]
+    registry.client.create_registered_model(name)
+    registry.client.create_model_version(name, source=f"runs:/{run_id}/{ARTIFACT_PATH}", run_id=run_id)
+    assert [(v.name, v.version) for v in registry.versions(name)] == [(name, "1")]
+
+
+def test_a_name_with_both_quotes_is_refused_saying_so(registry):
+    with pytest.raises(InvalidInput, match="both ' and"):
+        registry.versions('it\'s "odd"')
 
 
 def test_fetch_downloads_the_artifacts_the_manifest_hashes(registry, published, model_dir, tmp_path):

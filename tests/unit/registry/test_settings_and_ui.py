@@ -42,7 +42,7 @@ def test_the_ui_serves_the_embedded_store_and_its_artifacts(tmp_path):
     spec = ui_process(settings, "127.0.0.1", 5099)
     argv = spec.argv
     assert Path(argv[0]).name == "mlflow" and argv[1] == "server"
-    assert argv[argv.index("--backend-store-uri") + 1] == settings.uri
+    assert spec.env["MLFLOW_BACKEND_STORE_URI"] == settings.uri and settings.uri not in argv, "not on the command line"
     assert argv[argv.index("--default-artifact-root") + 1] == settings.artifact_uri
     assert (spec.ports, spec.ready_url) == ([5099], "http://127.0.0.1:5099/health")
 
