@@ -35,7 +35,7 @@ from services.common.names import (
 )
 from services.gateway.admin_guard import admin_token, guarded_route
 from services.lifecycle import transitions
-from services.lifecycle.deployments import RolloutPolicy
+from services.lifecycle.deployments import MOST_VERSIONS, RolloutPolicy
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.shares import arrivals, hand_back, share_reasons
 from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable
@@ -52,9 +52,6 @@ Endpoint = Annotated[
 ]
 """Every route's `{endpoint}`: a name that breaks the rule is a 422 naming the pattern before anything runs."""
 Version = Annotated[str, PathParameter(pattern=r"^[0-9]{1,18}$", description="A registry version number.")]
-MOST_VERSIONS = 64
-"""The most live versions an endpoint keeps (`max_versions`) and a canary splits over: each live version is a model
-instance in every Triton replica. The deployment state holds the same bound."""
 RegisteredName = Annotated[
     str,
     Field(

@@ -21,7 +21,6 @@ from services.common.errors import ConfigurationError
 from services.common.names import NAME_PATTERN, REGISTERED_RULE
 from services.gateway.admin import admin_router
 from services.lifecycle import transitions
-from services.lifecycle.deployments import RolloutPolicy
 from services.lifecycle.state import DeploymentStore, VersionState
 from tests.support.state import stored, write_document
 
@@ -441,15 +440,6 @@ def test_the_admin_api_never_accepts_what_the_deployment_state_refuses():
     EndpointState(max_versions=MOST_VERSIONS, newest_weights=[1.0] * MOST_VERSIONS)
 
 
-ROLLOUT_BOUNDED = all(
-    any(getattr(m, "le", None) is not None for m in RolloutPolicy.model_fields[name].metadata)
-    for name in ("dwell", "max_wait")
-)
-"""The rollout policy's upper bounds live with the deployment state's model (`deployments.RolloutPolicy`), which the
-admin bodies take."""
-
-
-@pytest.mark.xfail(not ROLLOUT_BOUNDED, reason="RolloutPolicy has no upper bounds yet (issue 37, item 1)", strict=True)
 @pytest.mark.parametrize(
     "path, body",
     [
