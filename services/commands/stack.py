@@ -28,6 +28,9 @@ TRITON_HTTP_PORT = typer.Option(8000, help="Triton HTTP (KServe v2) port.")
 TRITON_GRPC_PORT = typer.Option(8001, help="Triton gRPC port.")
 TRITON_METRICS_PORT = typer.Option(8002, help="Triton Prometheus metrics port.")
 TRITON_ADDRESS = typer.Option("127.0.0.1", help="Where Triton's ports bind (only the API port is public).")
+CONTROLLER_METRICS_PORT = typer.Option(
+    9108, envvar="CONTROLLER_METRICS_PORT", help="clearml: the controller's /metrics port, on 127.0.0.1."
+)
 PADDING = typer.Option("ragged", help="How variable-length inputs batch in Triton: ragged | bucket.")
 TRITON_MAX_QUEUE = typer.Option(
     0, min=0, help="Bound Triton's queues (503 past it); 0: unbounded (a bound costs a ~500 ms p99 tail)."
@@ -74,6 +77,7 @@ def up(
     triton_grpc_port: int = TRITON_GRPC_PORT,
     triton_metrics_port: int = TRITON_METRICS_PORT,
     triton_address: str = TRITON_ADDRESS,
+    controller_metrics_port: int = CONTROLLER_METRICS_PORT,
     padding: str = PADDING,
     triton_max_queue: int = TRITON_MAX_QUEUE,
     spin: bool = SPIN,
@@ -115,6 +119,7 @@ def up(
         tuning=Tuning(max_queue_size=triton_max_queue or None, spin=spin or None),
         trace_port=trace_port,
         triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port, triton_address),
+        controller_metrics_port=controller_metrics_port,
         log_json=detach if log_json is None else log_json,
         endpoint=endpoint,
         device=device,

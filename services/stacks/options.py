@@ -28,6 +28,8 @@ class StackOptions:
     """The deployment state store of the gateway and the controller (`SERVING_STATE_URL`); None: the embedded SQLite
     file `<run_dir>/lifecycle/state.db`."""
     triton_ports: TritonPorts = TritonPorts()
+    controller_metrics_port: int = 9108
+    """clearml: the controller's /metrics (`serving_registry_up`), what Prometheus' `controller` job scrapes."""
     padding: str = "ragged"
     endpoints_file: Path = Path("endpoints.json")
     endpoint: str | None = None

@@ -11,6 +11,8 @@ def port_option(options: StackOptions, process: str, port: int) -> str | None:
     """The `serving up` option that sets `port` of `process` (the API's is also `make up PORT=`)."""
     if process == "traces":
         return "--trace-port"
+    if process == "controller":
+        return "--controller-metrics-port"
     if process == "triton":
         ports = options.triton_ports
         return {ports.http: "--triton-http-port", ports.grpc: "--triton-grpc-port"}.get(

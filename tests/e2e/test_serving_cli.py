@@ -56,6 +56,8 @@ def stack(tmp_path_factory, tiny_model) -> Iterator[Stack]:
         str(grpc),
         "--triton-metrics-port",
         str(metrics),
+        "--controller-metrics-port",
+        str(free_port()),
         run_dir=run_dir,
     )
     try:
