@@ -28,7 +28,7 @@ from tests.support.docblocks import PYTHON, REPO, Run, plan, stack_key
 from tests.support.jsonsample import SampleParser, matches
 
 RUNS, SKIPPED, PROBLEMS = plan()
-KEEP_OUT = {"run", "results", "endpoints.json", "my_preprocess.py", "run.jsonl"}
+KEEP_OUT = {"run", "results", "endpoints.json", "my_preprocess.py"}
 """Repository entries the blocks write: the scratch checkout has its own."""
 DROPPED_ENV = ("SERVING_", "GATEWAY_", "CONTROLLER_", "REGISTRY_", "SUPERVISE_", "MLFLOW_", "OTEL_")
 DEFAULT_STACK = "make up DETACH=1"
