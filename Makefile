@@ -115,6 +115,8 @@ GPU ?=
 model-repo: model
 	$(BIN)/serving model-repo --target $(TARGET) --batching $(BATCHING) --model-dir $(MODEL_OUT) $(if $(GPU),--gpu)
 
+# SERVING_VIA_MAKE: `serving up` names these knobs in its messages (`PORT=8081`), not its own options (`--port 8081`).
+up: export SERVING_VIA_MAKE = 1
 up: model
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
 		--device $(DEVICE) $(if $(SIM_FIXED_US),--sim-fixed-us $(SIM_FIXED_US)) \

@@ -63,6 +63,9 @@ LOG_JSON = typer.Option(
     None, "--log-json/--log-plain", help="JSON log lines (default when detached: run/logs/, read by `serving logs`)."
 )
 READY_TIMEOUT = typer.Option(180.0, help="Seconds to wait for readiness.")
+VIA_MAKE = typer.Option(
+    False, envvar="SERVING_VIA_MAKE", hidden=True, help="Started by `make up`: messages name its knobs (PORT=...)."
+)
 
 
 def up(
@@ -92,6 +95,7 @@ def up(
     detach: bool = DETACH,
     log_json: bool = LOG_JSON,
     ready_timeout: float = READY_TIMEOUT,
+    via_make: bool = VIA_MAKE,
 ) -> None:
     """Start a stack: in the foreground (Ctrl-C stops it) or detached."""
     from services.stacks import StackOptions, Tuning
@@ -125,6 +129,7 @@ def up(
         device=device,
         sim_fixed_us=sim_fixed_us,
         sim_per_token_us=sim_per_token_us,
+        via_make=via_make,
     )
     raise typer.Exit(keep_up(options, detach=detach, ready_timeout=ready_timeout))
 

@@ -54,6 +54,10 @@ class StackOptions:
     sim_per_token_us: float = DEFAULT_PER_TOKEN_US
     """device=sim: device time of every padded token of a batch, microseconds."""
 
+    via_make: bool = False
+    """Started by `make up` (its recipe sets SERVING_VIA_MAKE=1): a message names make's knobs (`PORT=8081`) where it
+    has one, not `serving up`'s options (`--port 8081`)."""
+
     tuning: Tuning = Tuning()
     """Knobs past the defaults (`Tuning`). `loadtest tune` searches most of them (`loadtest.tune.SPACES`);
     `serving up --triton-max-queue/--spin` sets the other two."""

@@ -2,6 +2,7 @@
 the CLI is imported) and end a user's mistake in one line with exit code 2."""
 
 import json
+import re
 import sys
 
 import pytest
@@ -128,6 +129,25 @@ def test_every_taken_port_is_named_at_once_before_anything_starts(tmp_path):
     assert "Nothing was started" in result.output and "--port " in result.output.split("e.g.")[1]
     assert "ready" not in result.output and not list(run_dir.glob("*.pid")), "no process was started"
     assert took < 10, f"refused after {took:.1f} s"
+
+
+def test_a_make_up_user_is_told_make_s_knob_and_a_serving_up_user_the_option(tmp_path):
+    """`make up` sets SERVING_VIA_MAKE: its user gets `PORT=8081`, which `make up` takes (issue 42: `--port 8081`)."""
+    import socket
+
+    model = str(unit_model_dir(tmp_path / "model"))
+    with socket.socket() as api:
+        api.bind(("127.0.0.1", 0))
+        api.listen()
+        port = str(api.getsockname()[1])
+        args = ["up", "--model-dir", model, "--port", port, "--stack", "fastapi"]
+        env = {"SERVING_RUN_DIR": str(tmp_path / "run")}
+        via_make = CliRunner().invoke(app, args, env=env | {"SERVING_VIA_MAKE": "1"})
+        direct = CliRunner().invoke(app, args, env=env)
+    assert via_make.exit_code == direct.exit_code == 2
+    assert f"port {port} (fastapi, PORT) is in use" in via_make.output
+    assert re.search(r"e\.g\. PORT=\d+", via_make.output) and "--port" not in via_make.output
+    assert re.search(r"e\.g\. --port \d+", direct.output)
 
 
 def test_a_second_detached_stack_in_the_same_run_directory_is_refused(tmp_path):

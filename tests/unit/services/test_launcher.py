@@ -90,13 +90,16 @@ def test_one_error_names_every_taken_port_its_holder_and_a_free_one_to_give_inst
             PortClaim(port, "gateway", "--port"),
             PortClaim(twice, "triton", "--triton-http-port"),
             PortClaim(twice, "traces", "--trace-port"),
+            PortClaim(twice, "controller", "CONTROLLER_METRICS_PORT"),
         ]
         with pytest.raises(ConfigurationError) as refused:
             check_ports(claims)
     message = str(refused.value)
     assert f"port {port} (gateway, --port) is in use by pid {os.getpid()} (" in message
-    assert f"port {twice} (triton, --triton-http-port) is also given to traces" in message
-    suggested = dict(pair.split() for pair in re.findall(r"--[a-z-]+ \d+", message.split("e.g.")[1]))
-    assert set(suggested) == {"--port", "--triton-http-port", "--trace-port"}
-    assert len({*suggested.values()}) == 3 and str(port) not in suggested.values()
+    assert f"port {twice} (triton, --triton-http-port) is also given to traces, controller" in message
+    moves = message.split("e.g.")[1]
+    suggested = dict(pair.split() for pair in re.findall(r"--[a-z-]+ \d+", moves))
+    suggested |= dict(pair.split("=") for pair in re.findall(r"[A-Z_]+=\d+", moves))  # a variable: NAME=port
+    assert set(suggested) == {"--port", "--triton-http-port", "--trace-port", "CONTROLLER_METRICS_PORT"}
+    assert len({*suggested.values()}) == 4 and str(port) not in suggested.values()
     check_ports([PortClaim(port, "gateway", "--port")])  # free again: nothing to say
