@@ -15,8 +15,8 @@ from tests.support.models import unit_model_dir
 from tests.support.tables import read_table
 
 
-def serving(run_dir, *args):
-    return CliRunner().invoke(app, list(args), env={"SERVING_RUN_DIR": str(run_dir)})
+def serving(run_dir, *args, **env):
+    return CliRunner().invoke(app, list(args), env={"SERVING_RUN_DIR": str(run_dir), **env})
 
 
 def test_help_lists_every_command_group():
@@ -56,12 +56,15 @@ def test_status_shows_only_the_knobs_of_its_stack_and_whole_paths(tmp_path):
     write_stack_info(options)
     report = json.loads(serving(run_dir, "status", "--json").stdout)
     assert report["processes"][0]["log"] == log and "batching" not in report
-    table = serving(run_dir, "status").stdout
+    table = serving(run_dir, "status", COLUMNS="80").stdout  # a terminal 80 columns wide
     assert "STACK=fastapi WORKERS=" in table and "BATCHING" not in table, "Triton's batching is no FastAPI knob"
     assert "…" not in table and str(options.model_dir.resolve()) in table
     (row,) = read_table(table, ["process", "pid", "state", "ready", "restarts", "uptime", "ports", "log"])
     assert "".join(row["log"]) == log, "the log path folds over lines of its cell, whole"
-    assert log in serving(run_dir, "status", "--wide").stdout, "--wide: on one line"
+    assert log in serving(run_dir, "status", "--wide", COLUMNS="80").stdout, "--wide: on one line"
+    # no terminal and no COLUMNS (`make status | less`, a CI log): one line, not a path folded over 4 (issue 42)
+    piped = serving(run_dir, "status", COLUMNS=None).stdout
+    assert len([line for line in piped.splitlines() if "fastapi" in line and log in line]) == 1, piped
 
 
 def test_logs_without_a_log_directory_says_how_to_get_one(tmp_path):
