@@ -148,9 +148,17 @@ def keep_up(options: StackOptions, *, detach: bool, ready_timeout: float) -> int
     return run_supervisor(launcher, options, detach=False, ready_timeout=ready_timeout)
 
 
-def down(timeout: float = typer.Option(30.0, help="Seconds to drain before SIGKILL.")) -> None:
+def down(
+    timeout: float = typer.Option(
+        30.0, help="Most seconds a process may drain before SIGKILL (each has its own drain time, if shorter)."
+    ),
+) -> None:
     """Stop every process `serving` started (up, observability, registry), from any shell: the supervisor first."""
     from services.launcher import stop_recorded
 
-    stopped = stop_recorded(RunSettings().run_dir, timeout=timeout)
+    def stopping(name: str, pid: int, drain: float) -> None:
+        what = "the stack, each process within its own drain time" if name == "supervisor" else name
+        console.print(f"stopping {what} (pid {pid}; SIGKILL after {drain:g} s)...")
+
+    stopped = stop_recorded(RunSettings().run_dir, timeout=timeout, stopping=stopping)
     console.print("stopped " + ", ".join(stopped) if stopped else "nothing was running")

@@ -45,6 +45,7 @@ def test_the_ui_serves_the_embedded_store_and_its_artifacts(tmp_path):
     assert argv[argv.index("--backend-store-uri") + 1] == settings.uri
     assert argv[argv.index("--default-artifact-root") + 1] == settings.artifact_uri
     assert (spec.ports, spec.ready_url) == ([5099], "http://127.0.0.1:5099/health")
+    assert spec.env == {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, "no job runner and huey consumers to stop"
 
 
 def test_a_tracking_server_keeps_its_own_artifacts(tmp_path):

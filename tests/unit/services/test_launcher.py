@@ -35,6 +35,18 @@ def test_stop_recorded_stops_the_whole_group_from_its_pid_file(tmp_path):
     assert recorded(tmp_path) == {}
 
 
+def test_stop_recorded_gives_each_process_its_own_drain_time_and_says_so_before_waiting(tmp_path):
+    """`serving down` used to give every process its own --timeout (30 s): the MLflow UI, whose parent lingers after
+    SIGTERM, took 34 s, and nothing was said meanwhile (issue 42)."""
+    tag = f"launcher-test-{time.monotonic_ns()}"
+    deaf = f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)  # {tag}"
+    proc = Launcher(tmp_path).start(ProcessSpec(tag, [sys.executable, "-c", deaf], stop_timeout=0.5), detach=True)
+    told = []
+    assert stop_recorded(tmp_path, timeout=30, stopping=lambda *heard: told.append(heard)) == [tag]
+    assert told == [(tag, proc.pid, 0.5)], "its own drain time, said before the wait"
+    assert processes_mentioning(tag) == [], "killed once its drain time was over"
+
+
 def test_a_process_that_exits_before_ready_is_reported_with_its_log(tmp_path):
     spec = ProcessSpec(
         name="dies",
