@@ -129,8 +129,8 @@ up: model
 registry: setup
 	$(BIN)/serving registry --port 5000
 
-# A local Prometheus scraping the API (8080), Triton (8002) and the load generator (9110); Grafana dashboards are in
-# observability/grafana/.
+# A local Prometheus scraping the API (8080), Triton (8002), the controller (9108) and the load generator (9110), on
+# 127.0.0.1:9090 (its pages under /classic/: docs/monitoring.md); Grafana dashboards are in observability/grafana/.
 observability: setup
 	$(BIN)/serving observability
 
