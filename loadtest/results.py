@@ -68,6 +68,32 @@ class Result:
         )
 
 
+RESULTS_DIR = "results"
+"""The run directory's folder of `loadtest attack` results, when no `--output` names a file."""
+
+
+def new_results_file(run_dir: Path, now: dt.datetime | None = None) -> Path:
+    """A new, empty file for one attack's results: `<run_dir>/results/attack-<UTC time>.jsonl`, with `-2`, `-3`...
+    when another attack took that name in the same second."""
+    folder = run_dir / RESULTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = "attack-" + (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1, 1000):
+        path = folder / (f"{stem}.jsonl" if n == 1 else f"{stem}-{n}.jsonl")
+        try:
+            path.open("x").close()
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder} has 999 result files named {stem}: remove some")
+
+
+def newest_results(run_dir: Path) -> Path | None:
+    """The results file of the run directory's latest attack, or None."""
+    found = sorted((run_dir / RESULTS_DIR).glob("attack-*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+    return found[-1] if found else None
+
+
 def write_results(results: Iterable[Result], path: Path) -> None:
     with open(path, "w") as out:
         for result in results:

@@ -146,6 +146,7 @@ def running_stack(
             run_dir=Path(run_dir),
             padding=padding,
             triton_ports=TritonPorts(free_port(), free_port(), free_port()),
+            controller_metrics_port=free_port(),
             endpoints_file=Path(run_dir) / "endpoints.json",
             log_json=True,
             traces=traces,

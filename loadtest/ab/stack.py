@@ -81,10 +81,15 @@ def tree_stack(
         model_dir=model_dir,
         run_dir=run_dir,
         triton_ports=TritonPorts(free_port(), free_port(), free_port()),
+        controller_metrics_port=free_port(),
         endpoints_file=run_dir / "endpoints.json",
     )
+    # a variable, not `--controller-metrics-port`: a revision older than that option starts without it
+    port = {"CONTROLLER_METRICS_PORT": str(options.controller_metrics_port)}
     try:
-        result = tree.serving(*up_args(spec, options, ready_timeout), run_dir=run_dir, timeout=ready_timeout + 60)
+        result = tree.serving(
+            *up_args(spec, options, ready_timeout), run_dir=run_dir, timeout=ready_timeout + 60, env=port
+        )
         if result.returncode != 0:
             raise TreeError(
                 f"{tree.name}: `serving up` of {spec.name} failed (exit {result.returncode}); logs in "

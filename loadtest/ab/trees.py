@@ -57,12 +57,15 @@ class Tree:
             env["SERVING_RUN_DIR"] = str(run_dir)
         return env
 
-    def serving(self, *args: str, run_dir: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-        """`serving ARGS` of this tree, run in its root; output captured (stdout and stderr together)."""
+    def serving(
+        self, *args: str, run_dir: Path | None = None, timeout: float = 900, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
+        """`serving ARGS` of this tree, run in its root, with `env` added to its environment; output captured (stdout
+        and stderr together)."""
         return subprocess.run(
             [str(self.python), "-m", "services.cli", *args],
             cwd=self.root,
-            env=self.env(run_dir),
+            env=self.env(run_dir) | (env or {}),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

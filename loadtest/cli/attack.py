@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from loadtest import engine, external, tracing
 from loadtest.cli.options import labels
 from loadtest.report import summarize, text_report
-from loadtest.results import Result, read_results, write_results
+from loadtest.results import Result, new_results_file, newest_results, read_results, write_results
 from loadtest.sentences import MIXES, token_histogram
 from loadtest.spec import AttackSpec, AttackStats, warnings_for
 from loadtest.targets import FORMATS, build_targets, read_vegeta_targets
@@ -40,7 +40,11 @@ def attack_command(
     timeout: float = typer.Option(30.0, help="Per-request timeout, seconds."),
     procs: int = typer.Option(1, min=1, help="Generator processes (open loop), when one cannot hold the rate."),
     engine_name: str = typer.Option("builtin", "--engine", help="builtin | ab | vegeta"),
-    output: Path = typer.Option(None, help="Write per-request results here (Vegeta JSON lines)."),
+    output: Path = typer.Option(
+        None,
+        help="Write per-request results here (Vegeta JSON lines); default: <run dir>/results/attack-<UTC time>.jsonl "
+        "(SERVING_RUN_DIR).",
+    ),
     metrics_port: int = typer.Option(None, help="Serve the generator's Prometheus metrics on this port."),
     label: list[str] = typer.Option([], help="Run label key=value for the metrics (stack, workers, batching, rate)."),
     report: str = typer.Option("text", help="Report printed at the end: text | json | none."),
@@ -72,9 +76,11 @@ def attack_command(
     external.check(engine_name, spec)
     observe = _observer(metrics_port, {"rate": str(rate or 0), **labels(label)})
     results, stats = _run(engine_name, spec, procs, observe)
-    _log_end(run_log(RunSettings().run_dir), spec, stats, procs)
-    if output:
-        write_results(sorted(results, key=lambda r: r.seq), output)
+    run_dir = RunSettings().run_dir
+    _log_end(run_log(run_dir), spec, stats, procs)
+    output = output or new_results_file(run_dir)
+    write_results(sorted(results, key=lambda r: r.seq), output)
+    console.print(f"results: {output} (`loadtest report {output}`)", soft_wrap=True)
     if not results:
         console.print("no requests were sent")
         raise typer.Exit(1)
@@ -158,10 +164,21 @@ def _log_end(log: logging.Logger, spec: AttackSpec, stats: AttackStats, procs: i
 
 
 def report_command(
-    files: list[Path] = typer.Argument(..., help="Result files (Vegeta JSON lines)."),
+    files: list[Path] = typer.Argument(
+        None, help="Result files (Vegeta JSON lines); default: the latest attack's, in <run dir>/results."
+    ),
     type: str = typer.Option("text", help="text | json"),
 ) -> None:
-    """Report over result files written by `attack --output` (or by `vegeta encode --to json`)."""
+    """Report over result files written by `attack` (or by `vegeta encode --to json`)."""
+    if not files:
+        run_dir = RunSettings().run_dir
+        latest = newest_results(run_dir)
+        if latest is None:
+            raise typer.BadParameter(
+                f"no attack results in {run_dir / 'results'}: run `loadtest attack`, or name files"
+            )
+        console.print(f"report over {latest}", soft_wrap=True)
+        files = [latest]
     results = [r for f in files for r in read_results(f)]
     summary = summarize(results)
     print(text_report(summary) if type == "text" else json.dumps(summary, indent=2))

@@ -56,6 +56,21 @@ class Catalog:
             raise NotFound(f"endpoint '{endpoint}' runs preprocess code; call it at /serve/{endpoint}")
         return found.choose(version, routing_key)
 
+    def models(self) -> dict[str, list[ServedModel]]:
+        """Every name `model_named` accepts, with the live versions it may answer with: the built-in model under its
+        own name and its endpoint's, then each model endpoint (a pipeline names no model)."""
+        found: dict[str, list[ServedModel]] = {}
+        if self.builtin:
+            model = self.builtin.model
+            found[model.manifest.name] = found[self.builtin.name] = [model]
+        for name in self.endpoints.names():
+            endpoint = self.endpoints.resolve(name)
+            if name in found or endpoint is None or endpoint.kind is not EndpointKind.MODEL:
+                continue
+            if versions := [endpoint.choose(version, None) for version in endpoint.versions()]:
+                found[name] = versions
+        return found
+
     def model_named(self, name: str | None) -> ServedModel:
         """For APIs that name a model (OpenAI `model`): an endpoint name, the built-in model's name, or nothing."""
         if self.builtin and name in (None, "", self.builtin.model.manifest.name):

@@ -8,6 +8,8 @@ from __future__ import annotations
 SERVE = "/serve/{endpoint}"
 SERVE_VERSION = "/serve/{endpoint}/{version}"
 EMBEDDINGS = "/v1/embeddings"
+MODELS = "/v1/models"
+MODEL = "/v1/models/{model}"
 V2 = "/v2"
 """The Open Inference Protocol's prefix; its routes below are relative to it (`v2.router`)."""
 V2_INFER = "/models/{model}/infer"

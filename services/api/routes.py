@@ -1,35 +1,45 @@
 """The FastAPI routes of the serving API other than `/serve` (its door is `fastpath`) and `/v2` (`v2`): the OpenAI
-embeddings route, which translates its body to the data plane and the prediction back; health; metrics."""
+embeddings route, which translates its body to the data plane and the prediction back, and the OpenAI models list
+(the names it accepts); health; metrics."""
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from observability.metrics import metrics_payload
 from services.api import paths
 from services.api.body import read_json, validate
+from services.api.catalog import Catalog
 from services.api.dataplane import Answer, DataPlane, Prediction
 from services.api.fastpath import respond
 from services.api.openapi import EMBEDDINGS_BODY, INFERENCE_ERRORS, NOT_READY, OK, errors
 from services.api.payloads import dumps
 from services.common.backend import ServedModel
-from services.common.errors import InvalidInput
-from services.common.schemas import EmbeddingsRequest
+from services.common.errors import InvalidInput, NotFound
+from services.common.schemas import EmbeddingsRequest, ModelCard, ModelList
 
 router = APIRouter()
+OWNER = "transformer-serving"
+"""The `owned_by` of every model the OpenAI surface lists."""
+MODEL = Path(description="A name `/v1/models` lists", examples=["minilm"])
 
 
 def _dataplane(request: Request) -> DataPlane:
     return request.app.state.dataplane
 
 
+def _embeds(model: ServedModel) -> bool:
+    return model.manifest.task == "embedding"
+
+
 def _check_embeddings(model: ServedModel, body: EmbeddingsRequest) -> None:
     manifest = model.manifest
-    if manifest.task != "embedding":
+    if not _embeds(model):
         raise InvalidInput(f"model '{manifest.name}' is a classifier; use /serve/{{endpoint}}")
     if body.dimensions is not None and body.dimensions != manifest.output_dim:
         raise InvalidInput(
@@ -70,6 +80,50 @@ async def embeddings(request: Request) -> Response:
         return model, body.batch, body
 
     return respond(await dataplane.infer(parse, _render_embeddings))
+
+
+def _created(model: ServedModel) -> int:
+    """When the version was built (its manifest's `build.created_at`, Unix seconds); 0 when that cannot be read."""
+    try:
+        return int(dt.datetime.fromisoformat(model.manifest.build.created_at).timestamp())
+    except ValueError:
+        return 0
+
+
+def model_cards(catalog: Catalog) -> list[ModelCard]:
+    """A card for each name `/v1/embeddings` accepts now: those whose every live version is an embedding model."""
+    return [
+        ModelCard(id=name, created=max(map(_created, versions)), owned_by=OWNER)
+        for name, versions in catalog.models().items()
+        if all(map(_embeds, versions))
+    ]
+
+
+def _json(payload: ModelList | ModelCard) -> Response:
+    return Response(payload.model_dump_json(), media_type="application/json")
+
+
+@router.get(
+    paths.MODELS,
+    summary="OpenAI-compatible list of the models /v1/embeddings accepts",
+    responses={200: {"model": ModelList, "description": "The models"}} | errors(401),
+)
+async def list_models(request: Request) -> Response:
+    return _json(ModelList(data=model_cards(_dataplane(request).catalog)))
+
+
+@router.get(
+    paths.MODEL,
+    summary="OpenAI-compatible description of one model /v1/embeddings accepts",
+    responses={200: {"model": ModelCard, "description": "The model"}} | errors(401, 404),
+)
+async def retrieve_model(request: Request, model: str = MODEL) -> Response:
+    cards = model_cards(_dataplane(request).catalog)
+    found = next((card for card in cards if card.id == model), None)
+    if found is None:
+        served = ", ".join(f"'{card.id}'" for card in cards) or "none"
+        raise NotFound(f"no embedding model '{model}'; this server's models: {served}")
+    return _json(found)
 
 
 @router.get(paths.HEALTH_LIVE, summary="The process is up")

@@ -17,9 +17,12 @@ from services.common.settings import RunSettings
 
 def analyze(
     sources: list[Path] = typer.Argument(
-        None, help="Span sources: the store (run/traces/spans.db, the default), OTLP/JSON or Jaeger JSON files."
+        None,
+        help="Span sources: the store (<run dir>/traces/spans.db, the default), OTLP/JSON or Jaeger JSON files.",
     ),
-    out: Path = typer.Option(Path("run/analysis"), help="Where analysis.md, stages.png and waterfall.png go."),
+    out: Path = typer.Option(
+        None, help="Where analysis.md, stages.png and waterfall.png go; default: <run dir>/analysis (SERVING_RUN_DIR)."
+    ),
     since: str = typer.Option(None, "--since", help="Only traces newer than this: 30s, 10m, 2h."),
     as_json: bool = typer.Option(False, "--json", help="The analysis as JSON on stdout."),
 ) -> None:
@@ -30,7 +33,9 @@ def analyze(
     from services.analysis.decompose import decompose_all
     from services.analysis.verdict import analyze as analyze_traces
 
-    sources = sources or [RunSettings().run_dir / "traces" / "spans.db"]
+    run_dir = RunSettings().run_dir
+    sources = sources or [run_dir / "traces" / "spans.db"]
+    out = out or run_dir / "analysis"
     since_ns = int((time.time() - parse_since(since)) * 1e9) if since else 0
     spans = read_spans(sources, since_ns)
     try:

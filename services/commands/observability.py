@@ -9,6 +9,9 @@ from services.common.cli import console, fail
 from services.common.errors import ServingError
 from services.common.settings import RunSettings
 
+PAGES = {"graph": "queries", "targets": "what it scrapes, and why a job is down", "alerts": "alerts"}
+"""Prometheus' own pages, under `/classic/` in the Debian package's Prometheus (2.42: `/targets` is a 404 there)."""
+
 
 def observability(
     port: int = typer.Option(9090, help="Prometheus web port."),
@@ -24,4 +27,7 @@ def observability(
         Launcher(run_dir).start_ready(spec, detach=True, timeout=60)
     except ServingError as error:
         fail(error)
-    console.print(f"Prometheus on http://127.0.0.1:{port} (dashboards: observability/grafana/); `make down` stops it")
+    console.print(f"Prometheus on http://127.0.0.1:{port}; `make down` stops it")
+    for page, what in PAGES.items():
+        console.print(f"  http://127.0.0.1:{port}/classic/{page}  {what}")
+    console.print("  the dashboards' queries: observability/grafana/dashboards/*.json (docs/monitoring.md)")

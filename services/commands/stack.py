@@ -28,6 +28,9 @@ TRITON_HTTP_PORT = typer.Option(8000, help="Triton HTTP (KServe v2) port.")
 TRITON_GRPC_PORT = typer.Option(8001, help="Triton gRPC port.")
 TRITON_METRICS_PORT = typer.Option(8002, help="Triton Prometheus metrics port.")
 TRITON_ADDRESS = typer.Option("127.0.0.1", help="Where Triton's ports bind (only the API port is public).")
+CONTROLLER_METRICS_PORT = typer.Option(
+    9108, envvar="CONTROLLER_METRICS_PORT", help="clearml: the controller's /metrics port, on 127.0.0.1."
+)
 PADDING = typer.Option("ragged", help="How variable-length inputs batch in Triton: ragged | bucket.")
 TRITON_MAX_QUEUE = typer.Option(
     0, min=0, help="Bound Triton's queues (503 past it); 0: unbounded (a bound costs a ~500 ms p99 tail)."
@@ -60,6 +63,9 @@ LOG_JSON = typer.Option(
     None, "--log-json/--log-plain", help="JSON log lines (default when detached: run/logs/, read by `serving logs`)."
 )
 READY_TIMEOUT = typer.Option(180.0, help="Seconds to wait for readiness.")
+VIA_MAKE = typer.Option(
+    False, envvar="SERVING_VIA_MAKE", hidden=True, help="Started by `make up`: messages name its knobs (PORT=...)."
+)
 
 
 def up(
@@ -74,6 +80,7 @@ def up(
     triton_grpc_port: int = TRITON_GRPC_PORT,
     triton_metrics_port: int = TRITON_METRICS_PORT,
     triton_address: str = TRITON_ADDRESS,
+    controller_metrics_port: int = CONTROLLER_METRICS_PORT,
     padding: str = PADDING,
     triton_max_queue: int = TRITON_MAX_QUEUE,
     spin: bool = SPIN,
@@ -88,6 +95,7 @@ def up(
     detach: bool = DETACH,
     log_json: bool = LOG_JSON,
     ready_timeout: float = READY_TIMEOUT,
+    via_make: bool = VIA_MAKE,
 ) -> None:
     """Start a stack: in the foreground (Ctrl-C stops it) or detached."""
     from services.stacks import StackOptions, Tuning
@@ -115,11 +123,13 @@ def up(
         tuning=Tuning(max_queue_size=triton_max_queue or None, spin=spin or None),
         trace_port=trace_port,
         triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port, triton_address),
+        controller_metrics_port=controller_metrics_port,
         log_json=detach if log_json is None else log_json,
         endpoint=endpoint,
         device=device,
         sim_fixed_us=sim_fixed_us,
         sim_per_token_us=sim_per_token_us,
+        via_make=via_make,
     )
     raise typer.Exit(keep_up(options, detach=detach, ready_timeout=ready_timeout))
 
@@ -138,9 +148,17 @@ def keep_up(options: StackOptions, *, detach: bool, ready_timeout: float) -> int
     return run_supervisor(launcher, options, detach=False, ready_timeout=ready_timeout)
 
 
-def down(timeout: float = typer.Option(30.0, help="Seconds to drain before SIGKILL.")) -> None:
+def down(
+    timeout: float = typer.Option(
+        30.0, help="Most seconds a process may drain before SIGKILL (each has its own drain time, if shorter)."
+    ),
+) -> None:
     """Stop every process `serving` started (up, observability, registry), from any shell: the supervisor first."""
     from services.launcher import stop_recorded
 
-    stopped = stop_recorded(RunSettings().run_dir, timeout=timeout)
+    def stopping(name: str, pid: int, drain: float) -> None:
+        what = "the stack, each process within its own drain time" if name == "supervisor" else name
+        console.print(f"stopping {what} (pid {pid}; SIGKILL after {drain:g} s)...")
+
+    stopped = stop_recorded(RunSettings().run_dir, timeout=timeout, stopping=stopping)
     console.print("stopped " + ", ".join(stopped) if stopped else "nothing was running")

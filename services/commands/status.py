@@ -10,7 +10,7 @@ import httpx
 import typer
 from rich.console import Console
 
-from services.common.cli_display import WIDE, fit
+from services.common.cli_display import fit, report_console
 from services.common.cli_display import table as listing
 from services.common.settings import RunSettings
 
@@ -20,7 +20,11 @@ KNOBS = {"batching": ("triton", "clearml"), "device": ("fastapi", "triton", "cle
 
 def status(
     as_json: bool = typer.Option(False, "--json", help="JSON on stdout, for scripts."),
-    wide: bool = typer.Option(False, "--wide", help="One line per row whatever the terminal's width (paths unfolded)."),
+    wide: bool = typer.Option(
+        False,
+        "--wide",
+        help="One line per row whatever the terminal's width (paths unfolded; the default when not on a terminal).",
+    ),
 ) -> None:
     """Every process `serving` started (PID, state, ready, restarts, uptime, ports), the model and endpoints served,
     the URLs."""
@@ -28,7 +32,7 @@ def status(
     if as_json:
         print(json.dumps(report, indent=2))
     else:
-        print_report(report, Console(width=WIDE) if wide else Console())
+        print_report(report, report_console(wide))
 
 
 def stack_report(run_dir: Path) -> dict:
@@ -68,7 +72,8 @@ def process_ready(row: dict) -> bool:
 
 def print_report(report: dict, out: Console) -> None:
     """`stack_report` for a person: a table of the processes, then the stack, its endpoints and URLs. Paths are
-    never cut: a log path too long for the terminal folds onto the next line of its cell (`--wide`: not even that)."""
+    never cut: a log path too long for the terminal folds onto the next line of its cell (`report_console`: not even
+    that with `--wide` or off a terminal)."""
     processes = report["processes"]
     if not processes:
         out.print("nothing is running (`make up` starts a stack)")

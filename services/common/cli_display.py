@@ -5,6 +5,7 @@ option name or a command's summary, and tables that never break a word and mark 
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from typing import Any
 
@@ -111,6 +112,16 @@ def fit(listing: Table, width: int) -> Table:
 
 WIDE = 10_000
 """Columns of a `--wide` table: as many as its longest line needs (a table only takes the width its cells need)."""
+
+
+def report_console(wide: bool) -> Console:
+    """Where a report prints: one line per row with `--wide`, and when the output is no terminal and `COLUMNS` gives
+    no width (a pipe, a file, `make status` in a CI log: rich would assume 80 columns and fold every path over
+    several lines); on a terminal, its width."""
+    console = Console()
+    if wide or (not console.is_terminal and "COLUMNS" not in os.environ):
+        return Console(width=WIDE)
+    return console
 
 
 def show(listing: Table, console: Console | None = None) -> None:

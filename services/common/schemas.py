@@ -47,6 +47,22 @@ class EmbeddingsRequest(BaseModel):
         return [self.input] if isinstance(self.input, str) else list(self.input)
 
 
+class ModelCard(BaseModel):
+    """One entry of `GET /v1/models`, OpenAI's `Model` object."""
+
+    id: str = Field(description="A name `POST /v1/embeddings` accepts as `model`")
+    object: Literal["model"] = "model"
+    created: int = Field(description="When the newest of its live versions was built (Unix seconds; 0 if unknown)")
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    """`GET /v1/models`, OpenAI-compatible."""
+
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
 # The Open Inference Protocol (KServe v2 / Triton) request, as the v2 edge reads it (`services.api.v2_request`) and
 # the OpenAPI document declares it. Every model of this API takes one input, TEXT: BYTES, shape [N, 1] (or [N]).
 V2_INPUT = "TEXT"  # the Literal types below spell the same names (a Literal takes no variable)

@@ -1,6 +1,6 @@
 """The fleet's drift monitor (`services.monitoring.fleet_drift`) in the controller process, when the controller has a
-Prometheus (`CONTROLLER_PROMETHEUS_URL`): a thread that reads Prometheus every `CONTROLLER_DRIFT__INTERVAL` and a
-/metrics endpoint on `CONTROLLER_METRICS_HOST:CONTROLLER_METRICS_PORT` that Prometheus scrapes for its scores.
+Prometheus (`CONTROLLER_PROMETHEUS_URL`): a thread that reads Prometheus every `CONTROLLER_DRIFT__INTERVAL` and puts
+its scores into the controller's own metrics (its /metrics, which Prometheus scrapes: `services.controller.process`).
 
 Why here and not in a process of its own: there is one controller per installation, as there must be one judge of the
 fleet's drift; it already has the Prometheus URL and the deployment state, whose versions' data-set references
@@ -15,7 +15,7 @@ import logging
 import threading
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from services.controller.settings import ControllerSettings
 from services.lifecycle.model_dirs import artifact_dir
@@ -57,9 +57,9 @@ class DataSetReferences:
 def start_fleet_drift(
     settings: ControllerSettings, store: DeploymentStore, registry: CollectorRegistry
 ) -> threading.Event | None:
-    """Start the monitor's thread and /metrics server (serving `registry`, the controller's own metrics with the
-    monitor's scores) when a Prometheus is configured; returns the thread's stop event (None: no Prometheus, each
-    gateway host judges its own traffic, `services.monitoring.drift`)."""
+    """Start the monitor's thread, its scores in `registry` (the controller's own metrics), when a Prometheus is
+    configured; returns the thread's stop event (None: no Prometheus, each gateway host judges its own traffic,
+    `services.monitoring.drift`)."""
     if not settings.prometheus_url:
         return None
     monitor = FleetDrift(
@@ -69,14 +69,7 @@ def start_fleet_drift(
         registry,
         settings.run_dir / "lifecycle" / "fleet-drift-references.json",
     )
-    start_http_server(settings.metrics_port, settings.metrics_host, registry)
     stop = threading.Event()
     threading.Thread(target=monitor.run, args=(stop,), name="fleet-drift", daemon=True).start()
-    log.info(
-        "fleet drift from %s every %gs; scores on http://%s:%d/metrics",
-        settings.prometheus_url,
-        settings.drift.interval,
-        settings.metrics_host,
-        settings.metrics_port,
-    )
+    log.info("fleet drift from %s every %gs", settings.prometheus_url, settings.drift.interval)
     return stop

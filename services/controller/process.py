@@ -1,13 +1,14 @@
 """The controller process (`serving controller`, `python -m services.controller`): settings read once,
 logging, and the real collaborators: the MLflow registry, Triton's HTTP model-control API, the gateway's /metrics.
-With a Prometheus its own /metrics has the fleet's drift scores and `serving_registry_up`."""
+Its own /metrics (`CONTROLLER_METRICS_HOST:CONTROLLER_METRICS_PORT`, Prometheus' `controller` job) has
+`serving_registry_up`, and with a Prometheus the fleet's drift scores."""
 
 from __future__ import annotations
 
 import logging
 import os
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from services.controller.fleet_monitor import start_fleet_drift
 from services.controller.loop import Controller
@@ -40,6 +41,10 @@ def main() -> None:
     up = Gauge("serving_registry_up", "1 while the model registry answers the controller, else 0", registry=metrics)
     up.set_function(lambda: float(controller.registry_watch.up))
     start_fleet_drift(settings, controller.store, metrics)  # with a Prometheus: drift judged on the fleet
+    start_http_server(settings.metrics_port, settings.metrics_host, metrics)
+    logging.getLogger("controller").info(
+        "metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port
+    )
     controller.run()
     # Every step's result is already committed to the state store and MLflow's: nothing is left to finalize, and the
     # interpreter's own teardown of MLflow, SQLAlchemy and ONNX Runtime would only delay `serving down` by seconds.

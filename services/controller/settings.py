@@ -68,8 +68,10 @@ class ControllerSettings(BaseSettings):
     """A Prometheus that scrapes every gateway (e.g. `http://prometheus:9090`): rollout windows and the fleet's drift
     are judged from its sums over every pod and worker."""
     metrics_host: str = "127.0.0.1"
+    """Where the controller serves its /metrics."""
     metrics_port: int = Field(9108, ge=1, le=65535)
-    """With `prometheus_url`: where the controller serves its /metrics (the fleet's `serving_drift_score`)."""
+    """The port of its /metrics (Prometheus' `controller` job): `serving_registry_up`, and with `prometheus_url` the
+    fleet's `serving_drift_score`."""
     drift: FleetDriftSettings = FleetDriftSettings()
     interval: float = Field(1.0, gt=0)
     drain_seconds: float = Field(3.0, ge=0)

@@ -22,6 +22,11 @@ class PortClaim:
     port: int
     process: str
     option: str | None = None
+    """A command-line option (`--port`: given as `--port 8081`) or a variable (`PORT`: `PORT=8081`)."""
+
+    def moved_to(self, port: int) -> str:
+        """How the user gives `port` instead: `--port 8081`, or `PORT=8081` for a variable."""
+        return f"{self.option} {port}" if self.option.startswith("-") else f"{self.option}={port}"
 
 
 def check_ports(claims: list[PortClaim]) -> None:
@@ -41,7 +46,7 @@ def check_ports(claims: list[PortClaim]) -> None:
             continue
         if claim.option and (free := next_free_port(claim.port, avoid=taken)):
             taken.add(free)
-            moves.append(f"{claim.option} {free}")
+            moves.append(claim.moved_to(free))
     if not problems:
         return
     fixes = ["stop what holds it (`make down` stops a stack started from this directory)"] if in_use else []

@@ -1,6 +1,6 @@
 """What the run directory records of each started process: `<name>.pid` (its process group) and `<name>.json`
-(pid, ports, readiness URL, start time, log file, and what the supervisor says of it: phase, restarts, last restart
-reason, failed probes). Any shell can then list and stop what a `serving` command started.
+(pid, ports, readiness URL, drain time, start time, log file, and what the supervisor says of it: phase, restarts,
+last restart reason, failed probes). Any shell can then list and stop what a `serving` command started.
 
 The supervisor has a record too (`supervisor`); `stop_recorded` stops it first, by its pid alone (in the foreground
 it shares its process group with the shell or `make` that started it), so that nothing restarts what is being
@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from services.launcher.groups import group_alive, pid_alive, stop_group, stop_process
@@ -34,6 +35,7 @@ def write_record(run_dir: Path, spec: ProcessSpec, proc: subprocess.Popen, log: 
         "pid": proc.pid,
         "ports": spec.ports,
         "ready_url": spec.ready_url,
+        "stop_timeout": spec.stop_timeout,
         "started_at": time.time(),
         "log": str(log) if log else None,
     }
@@ -78,18 +80,30 @@ def _alive(name: str, pid: int | None) -> bool:
     return pid_alive(pid) if name == SUPERVISOR else group_alive(pid)
 
 
-def stop_recorded(run_dir: Path, timeout: float = 30.0) -> list[str]:
+Stopping = Callable[[str, int, float], None]
+"""Told before a process is stopped: its name, pid and the seconds it gets before SIGKILL."""
+
+
+def stop_recorded(run_dir: Path, timeout: float = 30.0, stopping: Stopping | None = None) -> list[str]:
     """Stop every process recorded under the run directory, the supervisor first (it stops the stack's processes
-    itself, each with its own drain time); returns the names stopped."""
+    itself, each with its own drain time, within `timeout` x 4); each other one gets its own drain time (its spec's
+    `stop_timeout`, recorded when it started), at most `timeout`. `stopping` hears of each before it waits on it.
+    Returns the names stopped."""
     stopped = []
     pid = _pid(run_dir / f"{SUPERVISOR}.pid")
-    if pid is not None and stop_process(pid, timeout * 4):
-        stopped.append(SUPERVISOR)
+    if pid is not None and pid_alive(pid):
+        if stopping:
+            stopping(SUPERVISOR, pid, timeout * 4)
+        if stop_process(pid, timeout * 4):
+            stopped.append(SUPERVISOR)
     remove_record(run_dir, SUPERVISOR)
     for pidfile in sorted(run_dir.glob("*.pid")):
         pid = _pid(pidfile)
         if pid is not None and group_alive(pid):
-            stop_group(pid, timeout)
+            drain = min(timeout, read_meta(run_dir, pidfile.stem).get("stop_timeout", timeout))
+            if stopping:
+                stopping(pidfile.stem, pid, drain)
+            stop_group(pid, drain)
             stopped.append(pidfile.stem)
         remove_record(run_dir, pidfile.stem)
     return stopped

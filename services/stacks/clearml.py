@@ -56,7 +56,8 @@ def gateway_process(options: StackOptions) -> ProcessSpec:
 
 
 def controller_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
-    """The lifecycle controller: registry versions into Triton, drains, rollouts (`services.controller`)."""
+    """The lifecycle controller: registry versions into Triton, drains, rollouts (`services.controller`); its
+    /metrics on 127.0.0.1."""
     env = {
         "SERVING_RUN_DIR": str(options.run_dir.resolve()),
         "SERVING_STATE_URL": state_url(options),
@@ -65,8 +66,11 @@ def controller_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:
         "CONTROLLER_TRITON_HTTP_URL": f"http://127.0.0.1:{options.triton_ports.http}",
         "CONTROLLER_GATEWAY_URL": f"http://127.0.0.1:{options.port}",
         "CONTROLLER_LOG_JSON": "true" if options.log_json else "false",
+        "CONTROLLER_METRICS_HOST": "127.0.0.1",
+        "CONTROLLER_METRICS_PORT": str(options.controller_metrics_port),
     }
-    return ProcessSpec(name="controller", argv=[sys.executable, "-m", "services.controller"], env=env, stop_timeout=10)
+    argv = [sys.executable, "-m", "services.controller"]
+    return ProcessSpec(name="controller", argv=argv, env=env, ports=[options.controller_metrics_port], stop_timeout=10)
 
 
 def state_url(options: StackOptions) -> str:

@@ -12,8 +12,8 @@ from services.stacks.options import StackOptions
 
 
 def stack_info(options: StackOptions) -> dict:
-    """The stack, workers and batching, the device, the model served, the URLs to call (the API's, Triton's
-    metrics)."""
+    """The stack, workers and batching, the device, the model served, the URLs to call (the API's, Triton's and the
+    controller's metrics)."""
     manifest = Manifest.load(options.model_dir)
     api = f"http://127.0.0.1:{options.triton_ports.http if options.stack == 'triton' else options.port}"
     urls = {"api": api}
@@ -29,6 +29,8 @@ def stack_info(options: StackOptions) -> dict:
     if options.stack != "fastapi":
         urls["triton_metrics"] = f"http://127.0.0.1:{options.triton_ports.metrics}/metrics"
         urls["triton_grpc"] = f"127.0.0.1:{options.triton_ports.grpc}"
+    if options.stack == "clearml":
+        urls["controller_metrics"] = f"http://127.0.0.1:{options.controller_metrics_port}/metrics"
     return {
         "stack": options.stack,
         "workers": options.workers,

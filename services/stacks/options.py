@@ -28,6 +28,8 @@ class StackOptions:
     """The deployment state store of the gateway and the controller (`SERVING_STATE_URL`); None: the embedded SQLite
     file `<run_dir>/lifecycle/state.db`."""
     triton_ports: TritonPorts = TritonPorts()
+    controller_metrics_port: int = 9108
+    """clearml: the controller's /metrics (`serving_registry_up`), what Prometheus' `controller` job scrapes."""
     padding: str = "ragged"
     endpoints_file: Path = Path("endpoints.json")
     endpoint: str | None = None
@@ -51,6 +53,10 @@ class StackOptions:
     """device=sim: device time of every batch, microseconds."""
     sim_per_token_us: float = DEFAULT_PER_TOKEN_US
     """device=sim: device time of every padded token of a batch, microseconds."""
+
+    via_make: bool = False
+    """Started by `make up` (its recipe sets SERVING_VIA_MAKE=1): a message names make's knobs (`PORT=8081`) where it
+    has one, not `serving up`'s options (`--port 8081`)."""
 
     tuning: Tuning = Tuning()
     """Knobs past the defaults (`Tuning`). `loadtest tune` searches most of them (`loadtest.tune.SPACES`);

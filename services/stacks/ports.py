@@ -8,15 +8,20 @@ from services.stacks.options import StackOptions
 
 
 def port_option(options: StackOptions, process: str, port: int) -> str | None:
-    """The `serving up` option that sets `port` of `process` (the API's is also `make up PORT=`)."""
+    """The `serving up` option that sets `port` of `process`; started by `make up`, the knob it has for it (`PORT`,
+    and the controller's variable), else still the option."""
     if process == "traces":
         return "--trace-port"
+    if process == "controller":
+        return "CONTROLLER_METRICS_PORT" if options.via_make else "--controller-metrics-port"
     if process == "triton":
         ports = options.triton_ports
         return {ports.http: "--triton-http-port", ports.grpc: "--triton-grpc-port"}.get(
             port, "--triton-metrics-port" if port == ports.metrics else None
         )
-    return "--port" if port == options.port else None
+    if port != options.port:
+        return None
+    return "PORT" if options.via_make else "--port"
 
 
 def port_claims(options: StackOptions, specs: list[ProcessSpec]) -> list[PortClaim]:

@@ -5,7 +5,8 @@ Nothing in a block is substituted. The blocks run on the documented ports (8080,
 namespace this module creates (`ip netns`, as root: developers and CI are), so they neither collide with another
 stack on this machine nor reach any other host: `/docs` rendering there proves it needs no internet. Their working
 directory is a scratch checkout (symlinks to the repository's files; `run/`, `endpoints.json` and what the blocks write
-are its own), and `make` runs with `-o .venv/.installed`: the set-up is never redone by this test. Each stack the
+are its own), and `make` runs with `-o .venv/.installed -o .venv-checks/.installed`: the set-up is never redone by
+this test (nor is checkov's environment made, which its blocks never use). Each stack the
 blocks need is started once, with the first `make up ... DETACH=1` line that asks for it (blocks are grouped by
 stack, in document order within a stack), and stopped once.
 """
@@ -28,7 +29,7 @@ from tests.support.docblocks import PYTHON, REPO, Run, plan, stack_key
 from tests.support.jsonsample import SampleParser, matches
 
 RUNS, SKIPPED, PROBLEMS = plan()
-KEEP_OUT = {"run", "results", "endpoints.json", "my_preprocess.py", "run.jsonl"}
+KEEP_OUT = {"run", "results", "endpoints.json", "my_preprocess.py"}
 """Repository entries the blocks write: the scratch checkout has its own."""
 DROPPED_ENV = ("SERVING_", "GATEWAY_", "CONTROLLER_", "REGISTRY_", "SUPERVISE_", "MLFLOW_", "OTEL_")
 DEFAULT_STACK = "make up DETACH=1"
@@ -103,7 +104,8 @@ def sandbox(tmp_path_factory):
             (checkout / entry.name).symlink_to(entry)
     tools = root / "bin"
     tools.mkdir()
-    (tools / "make").write_text(f'#!/bin/sh\nexec {shutil.which("make")} -o .venv/.installed "$@"\n')
+    never = "-o .venv/.installed -o .venv-checks/.installed"  # make setup's stamps (the Makefile's set-up)
+    (tools / "make").write_text(f'#!/bin/sh\nexec {shutil.which("make")} {never} "$@"\n')
     (tools / "make").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_ENV)}
     env["PATH"] = f"{tools}:{env['PATH']}"

@@ -56,6 +56,8 @@ def stack(tmp_path_factory, tiny_model) -> Iterator[Stack]:
         str(grpc),
         "--triton-metrics-port",
         str(metrics),
+        "--controller-metrics-port",
+        str(free_port()),
         run_dir=run_dir,
     )
     try:
@@ -93,6 +95,15 @@ def test_status_shows_the_default_gateway_stack_up_and_serving(stack: Stack):
     assert response.status_code == 200 and response.json()["model"] == "tiny-bert"
     table = serving("status", run_dir=run_dir).stdout
     assert "gateway" in table and "running" in table and "/serve/tiny-bert" in table
+    deadline = time.monotonic() + 60  # the controller serves its /metrics once its registry is open
+    while True:
+        try:
+            metrics = httpx.get(status["urls"]["controller_metrics"], timeout=5).text
+            break
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, "the controller's /metrics never answered"
+            time.sleep(0.5)
+    assert "serving_registry_up 1.0" in metrics, "what Prometheus' controller job scrapes, with no Prometheus set"
 
 
 def test_the_lifecycle_example_runs_and_leaves_the_run_directory_private(trained: Stack):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from services.launcher import ProcessSpec
+from services.launcher import ProcessSpec, free_port
 from services.triton.server import TritonPorts
 
 BIN = Path(sys.executable).parent
@@ -80,12 +80,14 @@ def agent_host(
 
 
 def agents_controller(run_dir: Path, *, state_url: str, tracking_uri: str, **settings: str) -> ProcessSpec:
-    """The lifecycle controller with CONTROLLER_PLACEMENT=agents; `settings`: more CONTROLLER_* (lower-case keys)."""
+    """The lifecycle controller with CONTROLLER_PLACEMENT=agents, its /metrics on a free port; `settings`: more
+    CONTROLLER_* (lower-case keys)."""
     env = {
         "SERVING_RUN_DIR": str(run_dir.resolve()),
         "SERVING_STATE_URL": state_url,
         "MLFLOW_TRACKING_URI": tracking_uri,
         "CONTROLLER_PLACEMENT": "agents",
+        "CONTROLLER_METRICS_PORT": str(free_port()),
         **{f"CONTROLLER_{key.upper()}": value for key, value in settings.items()},
     }
     argv = [sys.executable, "-m", "services.controller"]

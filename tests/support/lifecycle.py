@@ -30,6 +30,7 @@ class Stack:
             model_dir=model_dir,
             run_dir=run_dir,
             triton_ports=ports,
+            controller_metrics_port=free_port(),
             endpoints_file=run_dir / "endpoints.json",
         )
         self.launcher = Launcher(run_dir)

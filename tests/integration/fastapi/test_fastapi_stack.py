@@ -50,6 +50,19 @@ def test_openai_client_against_v1_embeddings(fastapi_server, tiny_model):
     np.testing.assert_allclose(floats.data[0].embedding, vectors[0], atol=1e-6)
 
 
+def test_openai_client_lists_the_models_v1_embeddings_accepts(fastapi_server):
+    from openai import NotFoundError, OpenAI
+
+    client = OpenAI(base_url=fastapi_server.url + "/v1", api_key="unused")
+    listed = client.models.list().data
+    assert [m.id for m in listed] == ["tiny-bert", "minilm"] and {m.owned_by for m in listed} == {"transformer-serving"}
+    assert listed[0].created > 1_600_000_000 and client.models.retrieve("minilm").created == listed[0].created
+    for model in listed:
+        assert client.embeddings.create(model=model.id, input="hello").data[0].embedding
+    with pytest.raises(NotFoundError, match="'tiny-bert', 'minilm'"):
+        client.models.retrieve("gpt-4")
+
+
 def test_tritonclient_http_speaks_the_open_inference_protocol_to_it(fastapi_server, tiny_model):
     assert_tritonclient_http_works(fastapi_server.url, TEXTS, reference(tiny_model, TEXTS))
 
@@ -143,9 +156,11 @@ def test_classifier_returns_labels(tmp_path, tiny_classifier):
             one = client.post("/serve/minilm", json={"text": "good"}).json()
             many = client.post("/serve/minilm", json={"texts": ["good", "bad"]}).json()
             openai = client.post("/v1/embeddings", json={"input": "good"})
+            listed = client.get("/v1/models").json()
         assert one["label"] in ("negative", "positive") and set(one["scores"]) == {"negative", "positive"}
         assert [p["label"] for p in many["predictions"]][0] == one["label"]
         assert openai.status_code == 422 and "classifier" in openai.json()["error"]["message"]
+        assert listed == {"object": "list", "data": []}  # /v1/embeddings accepts no model of this server
     finally:
         server.launcher.stop_all()
 

@@ -33,8 +33,10 @@ def test_openai_and_tritonclient_work_against_the_gateway(gateway, tiny_model):
     from openai import OpenAI
 
     expected = reference(tiny_model, TEXTS)
-    result = OpenAI(base_url=gateway.url + "/v1", api_key="unused").embeddings.create(model="tiny-bert", input=TEXTS)
+    client = OpenAI(base_url=gateway.url + "/v1", api_key="unused")
+    result = client.embeddings.create(model="tiny-bert", input=TEXTS)
     assert np.abs(np.array([d.embedding for d in result.data]) - expected).max() <= 1e-5
+    assert [m.id for m in client.models.list()] == ["tiny-bert", "minilm"]
 
     assert_tritonclient_http_works(gateway.url, TEXTS, expected)
 

@@ -81,6 +81,7 @@ def stack(tmp_path_factory, tiny_model):
     port, http, grpc, metrics = (free_port() for _ in range(4))
     stack = Stack(run_dir, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{http}")
     ports = ["--triton-http-port", str(http), "--triton-grpc-port", str(grpc), "--triton-metrics-port", str(metrics)]
+    ports += ["--controller-metrics-port", str(free_port())]
     up = stack.serving(
         "up", "--detach", "--model-dir", str(tiny_model), "--host", "127.0.0.1", "--port", str(port), *ports
     )

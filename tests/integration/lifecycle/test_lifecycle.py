@@ -186,6 +186,8 @@ def test_a_gateway_without_a_built_in_model_starts_and_serves_deployed_endpoints
         with gateway.client() as client:
             assert client.get("/health/ready").json()["endpoints"] == ["emb"]
             assert client.post("/serve/emb", json={"text": "hello"}).status_code == 200
+            assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["emb"]  # what /v1/embeddings takes
+            assert client.post("/v1/embeddings", json={"model": "emb", "input": "hello"}).status_code == 200
             missing = client.post("/serve/minilm", json={"text": "hello"})
             assert missing.status_code == 404 and "this server serves 'emb'" in missing.json()["error"]["message"]
     finally:

@@ -1,9 +1,11 @@
 """Every Grafana dashboard query and recording rule is valid PromQL and returns data, on a real Prometheus that
-scraped a real FastAPI stack, a real gateway, a real Triton and the real load generator. (That the saved dashboards
+scraped a real FastAPI stack, a real gateway, a real Triton, the real lifecycle controller and the real load
+generator. (That the saved dashboards
 are what the code writes is a unit test: tests/unit/observability/test_dashboards.py.)"""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -13,16 +15,22 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from loadtest import engine
 from loadtest.metrics import GeneratorMetrics
 from loadtest.targets import build_targets
 from observability.dashboards import OUT, queries, render
+from services.cli import app
 from services.gateway.endpoints import EndpointsFile
 from services.launcher import Launcher, free_port
 from services.monitoring.statistics import EndpointMetrics, Variable
 from services.prometheus import CONFIG_DIR, prometheus_process
+from services.stacks import StackOptions
+from services.stacks.clearml import controller_process
+from services.triton.control_key import KEY_FILE
 from services.triton.repository import RenderOptions
+from tests.support.docblocks import REPO
 from tests.support.servers import Server, TritonServer, start_gateway, start_http_stack, start_triton
 
 FAST_DRIFT = {
@@ -48,13 +56,30 @@ def test_prometheus_config_and_rules_pass_promtool():
         assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_pages_serving_observability_and_the_monitoring_page_name_exist(tmp_path):
+    """On the Prometheus the Makefile installs (Debian's 2.42), whose pages are under /classic/ (issue 42: the page
+    sent users to /targets, /rules and /alerts, 404 there)."""
+    port, env = free_port(), {"SERVING_RUN_DIR": str(tmp_path)}
+    started = CliRunner().invoke(app, ["observability", "--port", str(port)], env=env)
+    try:
+        assert started.exit_code == 0, started.output
+        printed = re.findall(rf"http://127\.0\.0\.1:{port}(/\S+)", started.output)
+        documented = re.findall(r"http://127\.0\.0\.1:9090(/[\w/]+)", (REPO / "docs" / "monitoring.md").read_text())
+        assert len(printed) == 3 and {"/classic/targets", "/classic/rules", "/classic/alerts"} <= set(documented)
+        for path in printed + documented:
+            assert httpx.get(f"http://127.0.0.1:{port}{path}", timeout=10).status_code == 200, path
+        assert httpx.get(f"http://127.0.0.1:{port}/targets", timeout=10).status_code == 404, "what the page said"
+    finally:
+        CliRunner().invoke(app, ["down"], env=env)
+
+
 def query(url: str, expr: str) -> list:
     answer = httpx.get(f"{url}/api/v1/query", params={"query": expr}, timeout=10).json()
     assert answer["status"] == "success", (expr, answer)
     return answer["data"]["result"]
 
 
-def scrape_config(api: Server, gateway: Server, triton: TritonServer, generator_port: int) -> str:
+def scrape_config(api: Server, gateway: Server, triton: TritonServer, generator_port: int, controller_port: int) -> str:
     """The project's Prometheus config pointed at this test's servers (both APIs under the `serving` job), scraping
     and evaluating every second so that a few seconds of traffic give rate() several samples."""
     config = (CONFIG_DIR / "prometheus.yml").read_text()
@@ -62,6 +87,7 @@ def scrape_config(api: Server, gateway: Server, triton: TritonServer, generator_
     config = config.replace('"127.0.0.1:8080"', targets)
     config = config.replace("127.0.0.1:8002", triton.metrics_url.removeprefix("http://").removesuffix("/metrics"))
     config = config.replace("127.0.0.1:9110", f"127.0.0.1:{generator_port}")
+    config = config.replace("127.0.0.1:9108", f"127.0.0.1:{controller_port}")
     return config.replace("scrape_interval: 5s", "scrape_interval: 1s").replace(
         "evaluation_interval: 5s", "evaluation_interval: 1s"
     )
@@ -84,7 +110,8 @@ def drive_traffic(api: Server, gateway: Server, triton: TritonServer, metrics: G
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory, tiny_model: Path, tiny_classifier: Path) -> Iterator[str]:
     """The URL of a Prometheus that scraped, during real traffic: the FastAPI stack serving a classifier, the gateway
-    serving the embedding model with declared custom statistics, Triton and the load generator."""
+    serving the embedding model with declared custom statistics, Triton, the controller `serving up` starts beside
+    them (without a Prometheus of its own) and the load generator."""
     tmp_path = tmp_path_factory.mktemp("observability")
     with ExitStack() as running:
         triton = start_triton(tmp_path / "triton", tiny_model, RenderOptions(batching=True))
@@ -96,11 +123,23 @@ def prometheus(tmp_path_factory, tiny_model: Path, tiny_classifier: Path) -> Ite
         EndpointsFile(metrics={"minilm": declared}).write(tmp_path / "gateway" / "endpoints.json")
         gateway = start_gateway(tmp_path / "gateway", tiny_model, triton, env=FAST_DRIFT)
         running.callback(gateway.launcher.stop_all)
+        controller_port = free_port()
+        stack = StackOptions(
+            port=int(gateway.url.rsplit(":", 1)[1]),
+            run_dir=tmp_path / "controller",
+            triton_ports=triton.ports,
+            controller_metrics_port=controller_port,
+        )
+        controller = controller_process(stack, tmp_path / "controller" / "lifecycle")
+        controller.env["CONTROLLER_TRITON_CONTROL_KEY_FILE"] = str(tmp_path / "triton" / KEY_FILE)
+        controllers = Launcher(stack.run_dir)
+        running.callback(controllers.stop_all)
+        controllers.start_ready(controller, detach=True, timeout=60)
         metrics = GeneratorMetrics()
         generator_port = free_port()
         metrics.serve(generator_port)
         config_file = tmp_path / "prometheus.yml"
-        config_file.write_text(scrape_config(api, gateway, triton, generator_port))
+        config_file.write_text(scrape_config(api, gateway, triton, generator_port, controller_port))
         shutil.copy(CONFIG_DIR / "rules.yml", tmp_path / "rules.yml")
         port = free_port()
         launcher = Launcher(tmp_path)
@@ -112,8 +151,13 @@ def prometheus(tmp_path_factory, tiny_model: Path, tiny_classifier: Path) -> Ite
 
 
 def test_prometheus_scrapes_every_job(prometheus):
-    up = query(prometheus, "up")
-    assert {r["metric"]["job"] for r in up if r["value"][1] == "1"} == {"serving", "triton", "loadtest"}
+    """The controller's job too: its /metrics is served whenever it runs, not only when it judges a fleet's drift
+    (issue 42: on a default `make up` the job was DOWN, connection refused)."""
+    deadline = time.monotonic() + 60  # the controller serves once its registry is open: later than the others
+    while {r["metric"]["job"] for r in query(prometheus, "up == 1")} != {"serving", "triton", "loadtest", "controller"}:
+        assert time.monotonic() < deadline, query(prometheus, "up")
+        time.sleep(0.5)
+    assert [r["value"][1] for r in query(prometheus, "serving_registry_up")] == ["1"]
 
 
 def test_every_dashboard_query_returns_data_from_real_scrapes(prometheus):

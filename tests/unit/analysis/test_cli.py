@@ -57,6 +57,21 @@ def test_analyze_prints_the_verdict_and_writes_the_report(tmp_path):
     assert (tmp_path / "out" / "stages.png").stat().st_size and (tmp_path / "out" / "waterfall.png").stat().st_size
 
 
+def test_analyze_reads_and_writes_under_the_run_directory_by_default(tmp_path, monkeypatch):
+    """Not `run/analysis` of the current directory (issue 42): SERVING_RUN_DIR keeps runs apart."""
+    from services.analysis.store import SpanStore
+
+    run_dir, elsewhere = tmp_path / "run-a", tmp_path / "cwd"
+    elsewhere.mkdir()
+    store = SpanStore(run_dir / "traces" / "spans.db")
+    store.add([s for i in range(30) for s in gateway_trace(f"{i:032x}", preprocess_ms=5.0, rate=100.0)])
+    store.close()
+    monkeypatch.chdir(elsewhere)
+    result = CliRunner().invoke(app, ["analyze"], env={"SERVING_RUN_DIR": str(run_dir)})
+    assert result.exit_code == 0, result.output
+    assert (run_dir / "analysis" / "analysis.md").is_file() and not list(elsewhere.iterdir())
+
+
 def test_analyze_without_spans_says_how_to_get_them(tmp_path):
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "nothing.db")])
     assert result.exit_code == 2 and "TRACES=1" in result.output

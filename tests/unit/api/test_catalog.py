@@ -40,3 +40,11 @@ def test_find_gives_the_endpoint_with_the_statistics_declared_for_its_name(catal
     assert catalog.find("minilm")[1] is declared
     with pytest.raises(NotFound, match="no endpoint 'nope'"):
         catalog.find("nope")
+
+
+def test_models_are_the_names_a_model_may_be_asked_for_with_their_live_versions(catalog):
+    listed = catalog.models()
+    assert list(listed) == ["unit-embedding", "minilm", "other"]  # the pipeline 'custom' names no model
+    assert [m.version for m in listed["minilm"]] == ["1"] and [m.version for m in listed["other"]] == ["3"]
+    for name, versions in listed.items():
+        assert catalog.model_named(name) in versions

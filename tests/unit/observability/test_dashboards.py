@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from observability.dashboards import OUT, queries, render
 from observability.dashboards.panels import dashboard, panel, quantile, summed
@@ -50,3 +51,12 @@ def test_every_variable_a_query_uses_is_defined_on_its_dashboard():
         defined = {item["name"] for item in data["templating"]["list"]}
         used = {v for t in (t for p in data["panels"] for t in p["targets"]) for v in re.findall(r"\$(\w+)", t["expr"])}
         assert used - {"__rate_interval"} <= defined, name
+
+
+def test_the_monitoring_page_says_what_to_put_for_every_variable():
+    """Its recipe for pasting a panel's query into Prometheus' own UI (issue 42: `$model` was left out)."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "monitoring.md").read_text()
+    for name, text in render().items():
+        for variable in json.loads(text)["templating"]["list"]:
+            assert f"`${variable['name']}`" in page, f"{name}: ${variable['name']}"
+    assert "`$__rate_interval` by `1m`" in page

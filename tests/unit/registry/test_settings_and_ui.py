@@ -45,6 +45,10 @@ def test_the_ui_serves_the_embedded_store_and_its_artifacts(tmp_path):
     assert spec.env["MLFLOW_BACKEND_STORE_URI"] == settings.uri and settings.uri not in argv, "not on the command line"
     assert argv[argv.index("--default-artifact-root") + 1] == settings.artifact_uri
     assert (spec.ports, spec.ready_url) == ([5099], "http://127.0.0.1:5099/health")
+    assert spec.env == {
+        "MLFLOW_BACKEND_STORE_URI": settings.uri,
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }, "the store's URI in the environment; no job runner and huey consumers to stop"
 
 
 def test_a_tracking_server_keeps_its_own_artifacts(tmp_path):

@@ -2,6 +2,7 @@
 the CLI is imported) and end a user's mistake in one line with exit code 2."""
 
 import json
+import re
 import sys
 
 import pytest
@@ -14,8 +15,8 @@ from tests.support.models import unit_model_dir
 from tests.support.tables import read_table
 
 
-def serving(run_dir, *args):
-    return CliRunner().invoke(app, list(args), env={"SERVING_RUN_DIR": str(run_dir)})
+def serving(run_dir, *args, **env):
+    return CliRunner().invoke(app, list(args), env={"SERVING_RUN_DIR": str(run_dir), **env})
 
 
 def test_help_lists_every_command_group():
@@ -55,12 +56,15 @@ def test_status_shows_only_the_knobs_of_its_stack_and_whole_paths(tmp_path):
     write_stack_info(options)
     report = json.loads(serving(run_dir, "status", "--json").stdout)
     assert report["processes"][0]["log"] == log and "batching" not in report
-    table = serving(run_dir, "status").stdout
+    table = serving(run_dir, "status", COLUMNS="80").stdout  # a terminal 80 columns wide
     assert "STACK=fastapi WORKERS=" in table and "BATCHING" not in table, "Triton's batching is no FastAPI knob"
     assert "…" not in table and str(options.model_dir.resolve()) in table
     (row,) = read_table(table, ["process", "pid", "state", "ready", "restarts", "uptime", "ports", "log"])
     assert "".join(row["log"]) == log, "the log path folds over lines of its cell, whole"
-    assert log in serving(run_dir, "status", "--wide").stdout, "--wide: on one line"
+    assert log in serving(run_dir, "status", "--wide", COLUMNS="80").stdout, "--wide: on one line"
+    # no terminal and no COLUMNS (`make status | less`, a CI log): one line, not a path folded over 4 (issue 42)
+    piped = serving(run_dir, "status", COLUMNS=None).stdout
+    assert len([line for line in piped.splitlines() if "fastapi" in line and log in line]) == 1, piped
 
 
 def test_logs_without_a_log_directory_says_how_to_get_one(tmp_path):
@@ -128,6 +132,25 @@ def test_every_taken_port_is_named_at_once_before_anything_starts(tmp_path):
     assert "Nothing was started" in result.output and "--port " in result.output.split("e.g.")[1]
     assert "ready" not in result.output and not list(run_dir.glob("*.pid")), "no process was started"
     assert took < 10, f"refused after {took:.1f} s"
+
+
+def test_a_make_up_user_is_told_make_s_knob_and_a_serving_up_user_the_option(tmp_path):
+    """`make up` sets SERVING_VIA_MAKE: its user gets `PORT=8081`, which `make up` takes (issue 42: `--port 8081`)."""
+    import socket
+
+    model = str(unit_model_dir(tmp_path / "model"))
+    with socket.socket() as api:
+        api.bind(("127.0.0.1", 0))
+        api.listen()
+        port = str(api.getsockname()[1])
+        args = ["up", "--model-dir", model, "--port", port, "--stack", "fastapi"]
+        env = {"SERVING_RUN_DIR": str(tmp_path / "run")}
+        via_make = CliRunner().invoke(app, args, env=env | {"SERVING_VIA_MAKE": "1"})
+        direct = CliRunner().invoke(app, args, env=env)
+    assert via_make.exit_code == direct.exit_code == 2
+    assert f"port {port} (fastapi, PORT) is in use" in via_make.output
+    assert re.search(r"e\.g\. PORT=\d+", via_make.output) and "--port" not in via_make.output
+    assert re.search(r"e\.g\. --port \d+", direct.output)
 
 
 def test_a_second_detached_stack_in_the_same_run_directory_is_refused(tmp_path):

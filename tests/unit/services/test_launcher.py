@@ -35,6 +35,18 @@ def test_stop_recorded_stops_the_whole_group_from_its_pid_file(tmp_path):
     assert recorded(tmp_path) == {}
 
 
+def test_stop_recorded_gives_each_process_its_own_drain_time_and_says_so_before_waiting(tmp_path):
+    """`serving down` used to give every process its own --timeout (30 s): the MLflow UI, whose parent lingers after
+    SIGTERM, took 34 s, and nothing was said meanwhile (issue 42)."""
+    tag = f"launcher-test-{time.monotonic_ns()}"
+    deaf = f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)  # {tag}"
+    proc = Launcher(tmp_path).start(ProcessSpec(tag, [sys.executable, "-c", deaf], stop_timeout=0.5), detach=True)
+    told = []
+    assert stop_recorded(tmp_path, timeout=30, stopping=lambda *heard: told.append(heard)) == [tag]
+    assert told == [(tag, proc.pid, 0.5)], "its own drain time, said before the wait"
+    assert processes_mentioning(tag) == [], "killed once its drain time was over"
+
+
 def test_a_process_that_exits_before_ready_is_reported_with_its_log(tmp_path):
     spec = ProcessSpec(
         name="dies",
@@ -90,13 +102,16 @@ def test_one_error_names_every_taken_port_its_holder_and_a_free_one_to_give_inst
             PortClaim(port, "gateway", "--port"),
             PortClaim(twice, "triton", "--triton-http-port"),
             PortClaim(twice, "traces", "--trace-port"),
+            PortClaim(twice, "controller", "CONTROLLER_METRICS_PORT"),
         ]
         with pytest.raises(ConfigurationError) as refused:
             check_ports(claims)
     message = str(refused.value)
     assert f"port {port} (gateway, --port) is in use by pid {os.getpid()} (" in message
-    assert f"port {twice} (triton, --triton-http-port) is also given to traces" in message
-    suggested = dict(pair.split() for pair in re.findall(r"--[a-z-]+ \d+", message.split("e.g.")[1]))
-    assert set(suggested) == {"--port", "--triton-http-port", "--trace-port"}
-    assert len({*suggested.values()}) == 3 and str(port) not in suggested.values()
+    assert f"port {twice} (triton, --triton-http-port) is also given to traces, controller" in message
+    moves = message.split("e.g.")[1]
+    suggested = dict(pair.split() for pair in re.findall(r"--[a-z-]+ \d+", moves))
+    suggested |= dict(pair.split("=") for pair in re.findall(r"[A-Z_]+=\d+", moves))  # a variable: NAME=port
+    assert set(suggested) == {"--port", "--triton-http-port", "--trace-port", "CONTROLLER_METRICS_PORT"}
+    assert len({*suggested.values()}) == 4 and str(port) not in suggested.values()
     check_ports([PortClaim(port, "gateway", "--port")])  # free again: nothing to say

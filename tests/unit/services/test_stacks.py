@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import ConfigurationError
-from services.stacks import STACKS, StackOptions, Tuning, read_stack_info, stack_processes, write_stack_info
+from services.stacks import (
+    STACKS,
+    StackOptions,
+    Tuning,
+    port_claims,
+    read_stack_info,
+    stack_processes,
+    write_stack_info,
+)
 from services.triton.model_config import parse
 from services.triton.server import TritonPorts
 from tests.support.models import UNIT_MAX_LENGTH, unit_model_dir
@@ -54,6 +62,17 @@ def test_clearml_runs_triton_with_the_encoder_alone_then_the_gateway_and_the_con
     assert Path(again).read_text() == token.read_text(), "generated once, kept across restarts"
 
 
+def test_the_controller_serves_its_metrics_on_a_port_the_stack_claims(options):
+    """What Prometheus' `controller` job scrapes, whether or not the controller judges a fleet's drift."""
+    moved = replace(options, controller_metrics_port=9300)
+    specs = stack_processes(moved)
+    controller = specs[-1]
+    assert controller.env["CONTROLLER_METRICS_PORT"] == "9300" and controller.ports == [9300]
+    assert controller.env["CONTROLLER_METRICS_HOST"] == "127.0.0.1"
+    claims = {claim.port: claim.option for claim in port_claims(moved, specs)}
+    assert claims[9300] == "--controller-metrics-port"
+
+
 def test_a_state_url_given_to_serving_up_reaches_the_gateway_and_the_controller(options):
     url = "postgresql+psycopg2://serving@127.0.0.5:5432/serving"
     _, gateway, controller = stack_processes(replace(options, state_url=url))
@@ -93,6 +112,8 @@ def test_the_stack_description_is_written_into_the_run_directory_and_read_back(o
     info = read_stack_info(options.run_dir)
     assert info["stack"] == "triton" and info["urls"]["infer"] == "http://127.0.0.1:9200/v2/models/ensemble/infer"
     assert info["urls"]["triton_metrics"] == "http://127.0.0.1:9202/metrics" and "serve" not in info["urls"]
+    write_stack_info(options)
+    assert read_stack_info(options.run_dir)["urls"]["controller_metrics"] == "http://127.0.0.1:9108/metrics"
 
 
 def test_tuning_reaches_only_the_process_it_belongs_to(options):
