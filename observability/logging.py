@@ -22,7 +22,12 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"messa
 
 
 class ContextFilter(logging.Filter):
+    """Adds the current request's ids (and model version) to a line; a line that names its own request id (a summary
+    of many requests names "-": `observability.repeats`) is left as it is."""
+
     def filter(self, record: logging.LogRecord) -> bool:
+        if hasattr(record, "request_id"):
+            return True
         record.request_id = request_id_var.get()
         record.trace_id = trace_id_var.get()
         model = model_var.get()

@@ -82,7 +82,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _silent(self) -> None:
         self.silence = None
         if not self.transport.is_closing():
-            log.info("closed %s: it sent nothing in %g s", self._peer(), self.limits.read_timeout)
+            log.info(
+                "closed %s: it sent nothing in %g s", self._peer(), self.limits.read_timeout, extra={"status": 408}
+            )
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
@@ -188,7 +190,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse_head(self) -> None:
         limit = self.limits.max_header_bytes
-        log.info("431 to %s: request line and headers over %d bytes", self._peer(), limit)
+        log.info("431 to %s: request line and headers over %d bytes", self._peer(), limit, extra={"status": 431})
         message = (
             f"the request line and headers are over {limit} bytes, this server's limit "
             "(SERVING_MAX_HEADER_BYTES): send fewer or shorter headers, and long inputs in the body"
@@ -209,7 +211,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.read_deadline = self.loop.call_later(due - self.loop.time(), self._read_timed_out)
             return
         timeout = self.limits.read_timeout
-        log.info("408 to %s: the request was not in full %g s after its first byte", self._peer(), timeout)
+        what = "408 to %s: the request was not in full %g s after its first byte"
+        log.info(what, self._peer(), timeout, extra={"status": 408})
         cycle = None if self.reading_head else self.cycle
         if cycle is not None:
             if cycle.response_started:  # the app answered without waiting for the body (413, 429...)

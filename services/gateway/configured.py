@@ -12,6 +12,7 @@ from typing import Any
 from services.api.dataplane import PipelineRun
 from services.common.backend import Collect
 from services.common.errors import InvalidInput, NotFound, ServingError
+from services.common.names import shown
 from services.common.onnx_runner import OnnxModel
 from services.gateway import engines
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
@@ -49,7 +50,8 @@ class ConfiguredEndpoint(PipelineRun):
 
     def accept(self, version: str | None) -> None:
         if version is not None and self.config.version is not None and version != self.config.version:
-            raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.config.version}'")
+            available = self.config.version
+            raise NotFound(f"endpoint '{self.name}' has no version {shown(version)}; available: '{available}'")
 
     async def preprocess(self, body: Any, state: dict, collect: Collect) -> Any:
         try:
