@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from services.common.errors import ConfigurationError
-from services.common.private import PRIVATE_UMASK, private_dir
+from services.common.private import PRIVATE_UMASK, private_dir, private_file
 from services.launcher.groups import stop_group
 from services.launcher.ports import PortClaim, check_ports
 from services.launcher.records import remove_record, write_record
@@ -50,6 +50,7 @@ class Launcher:
             spec.prepare()
         env = {**os.environ, "LOG_SERVICE": spec.name, **spec.env}
         if detach:
+            private_file(self.log_path(spec.name))  # there, and the owner's alone, before the process writes a line
             proc = subprocess.Popen(
                 self._logged(spec.name, spec.argv),
                 env=env,
