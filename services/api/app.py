@@ -32,7 +32,7 @@ from services.common.tokenization import TextTokenizer
 from services.monitoring.drift import DriftMonitor
 
 log = logging.getLogger(__name__)
-REQUEST_LOGGERS = (edge.completion_log, errors.log, fastpath.log, lifetime.log, protocol.log)
+REQUEST_LOGGERS = (edge.completion_log, errors.log, fastpath.log, lifetime.log, protocol.log, protocol.SERVER_LOG)
 """The loggers whose error lines a client's request decides: each worker writes at most `error_log_burst` of one
 kind per `error_log_interval` (`observability.repeats`)."""
 
@@ -82,6 +82,8 @@ def create_app(
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
     burst, interval = settings.error_log_burst, settings.error_log_interval
+    if not any(isinstance(f, protocol.ServerLineStatus) for f in protocol.SERVER_LOG.filters):
+        protocol.SERVER_LOG.addFilter(protocol.ServerLineStatus())  # before the limit: it marks what the limit counts
     limit_repeats(RepeatLimit(burst, interval), *REQUEST_LOGGERS)
     share = settings.completion_log_sample  # `serving logs --request-id` reads it back when it finds no line
     log.info(

@@ -33,6 +33,16 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 log = logging.getLogger(__name__)
+SERVER_LOG = logging.getLogger("uvicorn.error")
+"""Where uvicorn's protocol writes its lines, the ones about a client's request among them."""
+SERVER_REQUEST_LINES = {
+    "Invalid HTTP request received.": 400,
+    "Unsupported upgrade request.": 400,
+    "No supported WebSocket library detected. Please use \"pip install 'uvicorn[standard]'\", or install "
+    "'websockets' or 'wsproto' manually.": 400,
+    "Exception in ASGI application\n": 500,
+}
+"""uvicorn's lines that a client's request writes (each new connection may repeat them), with the status it got."""
 
 LIMITS_KEY = "http_limits"
 """The lifespan state key under which the app gives the protocol its `HttpLimits`."""
@@ -54,6 +64,17 @@ def _refusal(status: int, error_type: str, message: str) -> bytes:
     """The JSON answer after the status line and the server's default headers: encoded once per worker."""
     body = orjson.dumps({"error": {"message": message, "type": error_type, "code": status}})
     return b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%b" % (len(body), body)
+
+
+class ServerLineStatus(logging.Filter):
+    """Marks uvicorn's lines about a client's request (`SERVER_REQUEST_LINES`) with the status the request got, so
+    that the repeat limit on its logger (`observability.repeats`) counts them as it counts the completion lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = SERVER_REQUEST_LINES.get(record.msg) if isinstance(record.msg, str) else None
+        if status is not None and not hasattr(record, "status"):
+            record.status = status
+        return True
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):

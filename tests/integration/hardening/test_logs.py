@@ -4,6 +4,7 @@ endpoint `ok` is a `custom` one) whose log directory is a 5 MB tmpfs, attacked a
 - 404s on `/serve/<60,000-character name>` on one keep-alive connection. Before: 180,272 bytes of log per request
   (the raw path three times in the completion line) and a 60,125-byte body; the tmpfs was full after ~30 requests.
 - The logs rotate within their bound under a stream of logged requests. Before: `run/logs/api.log` grew without end.
+- Unreadable requests (400) and oversized heads (431), each on a new connection. Before: a line each.
 - The disk under the logs full. Before: nothing ever said that lines were lost. After: every request is answered,
   the lines are dropped, and one line says how many, from when to when and why, once there is room again.
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -109,6 +111,31 @@ def test_the_log_rotates_within_its_bound_under_a_stream_of_logged_requests(gate
     assert set(sizes) == {"api.log", "api.log.1", "api.log.2"}, sizes
     assert all(size <= ROTATION.max_bytes for size in sizes.values()) and sum(sizes.values()) <= BOUND
     assert all(path.stat().st_mode & 0o777 == 0o600 for path in gateway.logs.iterdir())
+
+
+def raw_request(url: str, data: bytes) -> bytes:
+    """What the server answers to `data` sent as it is on a new connection, until it closes it."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(data)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_unreadable_requests_and_oversized_heads_on_new_connections_write_their_burst(gateway):
+    url = str(gateway.base_url).rstrip("/")
+    for _ in range(100):
+        assert raw_request(url, b"NOT HTTP AT ALL\r\n\r\n").startswith(b"HTTP/1.1 400")
+        head = b"GET /health/live HTTP/1.1\r\nHost: x\r\nX-Big: " + b"h" * (70 << 10) + b"\r\n\r\n"
+        assert raw_request(url, head).startswith(b"HTTP/1.1 431")
+    logged(gateway, served(gateway))
+    lines = log_lines(gateway.logs)
+    invalid = [line for line in lines if "Invalid HTTP request received." in line]
+    oversized = [line for line in lines if "request line and headers over" in line]
+    print(f"\n100 unreadable requests: {len(invalid)} lines; 100 oversized heads: {len(oversized)} lines")
+    assert len(invalid) <= BURST and len(oversized) <= BURST
 
 
 def test_a_full_disk_under_the_logs_stops_no_request_and_is_said_once(gateway):
