@@ -4,13 +4,13 @@ the background and `run/logs/<name>.log`.
     python -m observability.logfile run/logs/api.log --max-bytes 10485760 --backups 4 -- gunicorn ...
 
 As with `services.triton.logpipe`, the process the launcher started becomes the command (exec) once it has forked the
-writer, so the recorded pid is the server's; the writer runs this module again, without the command, so its own
-command line names only its file. It reads the command's stdout and stderr (and those of its children: workers,
-stubs) from one pipe, line by line, and writes them through the standard library's `RotatingFileHandler`: at
-`max_bytes` the file becomes `.1`, `.1` becomes `.2`, and so on, the oldest past `backups` deleted, so one process's
-logs never take more than (backups + 1) x max_bytes. A line longer than `MAX_LINE` bytes is cut. The files are the
-owner's alone (0600). The writer ignores SIGTERM (it reaches the whole process group) and ends when the last holder
-of the pipe has closed it, so the last lines are kept.
+writer, so the recorded pid is the server's. The writer runs this module again, without the command, so that its own
+command line names only its file; forked twice, it is no child of the command, only in its process group. It reads the
+command's stdout and stderr (and those of its children: workers, stubs) from one pipe, line by line, and writes them
+through the standard library's `RotatingFileHandler`: at `max_bytes` the file becomes `.1`, `.1` becomes `.2`, and so
+on, the oldest past `backups` deleted, so one process's logs never take more than (backups + 1) x max_bytes. A line
+longer than `MAX_LINE` bytes is cut. The files are the owner's alone (0600). The writer ignores SIGTERM (it reaches the
+whole process group) and ends when the last holder of the pipe has closed it, so the last lines are kept.
 
 A line that cannot be written (the disk is full) is dropped, and the writer keeps reading: the process never blocks
 on its output, nor sees an error. The writer counts what it drops, and once a line can be written again, it says
@@ -155,6 +155,16 @@ def write(options: argparse.Namespace) -> int:
     return 0
 
 
+def _become_writer(options: list[str], source: int, sink: int) -> None:
+    """This module again, without the command, reading the pipe; SIGTERM ignored from the first instant on (an
+    ignored signal stays ignored across exec)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.dup2(source, 0)
+    os.close(source)
+    os.close(sink)
+    os.execv(sys.executable, [sys.executable, "-m", "observability.logfile", *options])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Start the writer (this module again, without a command: its command line names only its file), then become
     the command with its stdout and stderr piped into it."""
@@ -163,15 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         return write(options)
     source, sink = os.pipe()
-    if os.fork() == 0:  # the writer, with SIGTERM ignored from its first instant on (kept across exec)
-        try:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            os.dup2(source, 0)
-            os.close(source)
-            os.close(sink)
-            os.execv(sys.executable, [sys.executable, "-m", "observability.logfile", *argv[: argv.index("--")]])
+    middle = os.fork()
+    if middle == 0:  # it forks the writer and leaves: the writer is then no child of the command, whose children
+        try:  # are its own (gunicorn's arbiter reaps and counts them), but it stays in the command's process group
+            if os.fork() == 0:
+                _become_writer(argv[: argv.index("--")], source, sink)
         finally:
-            os._exit(127)
+            os._exit(0)
+    os.waitpid(middle, 0)
     os.close(source)
     os.dup2(sink, 1)
     os.dup2(sink, 2)
