@@ -76,15 +76,17 @@ def create_app(
     service_name: str,
     builtin_required: bool = True,
     routers: tuple[APIRouter, ...] = (),
+    request_loggers: tuple[logging.Logger, ...] = (),
 ):
     """The ASGI app a server runs: the edge (request id, API keys, admission, the request's lifetime, access
-    metrics: `services.api.edge`), the /serve fast path, then FastAPI."""
+    metrics: `services.api.edge`), the /serve fast path, then FastAPI. `request_loggers`: the stack's own loggers
+    whose error lines a request decides, limited as `REQUEST_LOGGERS` are."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
     burst, interval = settings.error_log_burst, settings.error_log_interval
     if not any(isinstance(f, protocol.ServerLineStatus) for f in protocol.SERVER_LOG.filters):
         protocol.SERVER_LOG.addFilter(protocol.ServerLineStatus())  # before the limit: it marks what the limit counts
-    limit_repeats(RepeatLimit(burst, interval), *REQUEST_LOGGERS)
+    limit_repeats(RepeatLimit(burst, interval), *REQUEST_LOGGERS, *request_loggers)
     share = settings.completion_log_sample  # `serving logs --request-id` reads it back when it finds no line
     log.info(
         "completion lines: errors (at most %d of one route and status in %g s, then counted), and a share of %g of "

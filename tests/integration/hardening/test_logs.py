@@ -5,6 +5,7 @@ endpoint `ok` is a `custom` one) whose log directory is a 5 MB tmpfs, attacked a
   (the raw path three times in the completion line) and a 60,125-byte body; the tmpfs was full after ~30 requests.
 - The logs rotate within their bound under a stream of logged requests. Before: `run/logs/api.log` grew without end.
 - Unreadable requests (400) and oversized heads (431), each on a new connection. Before: a line each.
+- User code failing on what the client sent: a traceback each, the client's text in it. Before: one per request.
 - The disk under the logs full. Before: nothing ever said that lines were lost. After: every request is answered,
   the lines are dropped, and one line says how many, from when to when and why, once there is room again.
 
@@ -27,6 +28,8 @@ from services.launcher import LogFileSettings
 from tests.support.servers import start_gateway_alone
 
 ANSWER = "class Preprocess:\n    def process(self, data, state, collect=None):\n        return {'answer': 1}\n"
+FAILS = "class Preprocess:\n    def process(self, data, state, collect=None):\n        raise KeyError(data['k'])\n"
+"""User code that fails on what the client sent, the client's text in its exception."""
 ROTATION = LogFileSettings(max_bytes=64 << 10, backups=2)
 BOUND = (ROTATION.backups + 1) * ROTATION.max_bytes
 BURST = 20
@@ -45,9 +48,9 @@ def gateway(tmp_path_factory):
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=5m,mode=0700", "tmpfs", str(logs)], check=True)
     try:
         (run / "ok.py").write_text(ANSWER)
-        (run / "endpoints.json").write_text(
-            json.dumps({"endpoints": {"ok": {"engine": "custom", "preprocess": "ok.py"}}})
-        )
+        (run / "fails.py").write_text(FAILS)
+        entries = {name: {"engine": "custom", "preprocess": f"{name}.py"} for name in ("ok", "fails")}
+        (run / "endpoints.json").write_text(json.dumps({"endpoints": entries}))
         env = {
             "GATEWAY_ENDPOINTS_FILE": str(run / "endpoints.json"),
             "SERVING_OBSERVABILITY__LOG_JSON": "true",
@@ -138,23 +141,43 @@ def test_unreadable_requests_and_oversized_heads_on_new_connections_write_their_
     assert len(invalid) <= BURST and len(oversized) <= BURST
 
 
-def test_a_full_disk_under_the_logs_stops_no_request_and_is_said_once(gateway):
-    junk = gateway.logs / "junk"
+def test_user_code_failing_on_a_client_s_text_writes_its_burst_of_tracebacks(gateway):
+    bodies = set()
+    for _ in range(100):
+        answer = gateway.post("/serve/fails", json={"k": "k" * 60_000})
+        assert answer.status_code == 422
+        bodies.add(len(answer.content))
+    logged(gateway, served(gateway))
+    failed = [line for line in log_lines(gateway.logs) if "process of endpoint 'fails' failed" in line]
+    print(f"\n100 failures of user code: {len(failed)} lines of up to {max(map(len, failed))} bytes, bodies {bodies}")
+    assert len(failed) <= BURST and max(map(len, failed)) < 5000 and max(bodies) < 1000
+
+
+def fill(junk: Path) -> str:
+    """The disk under `junk` filled to its last byte; the error that said it was full."""
     try:
-        with open(junk, "wb") as filling:
+        with open(junk, "ab") as filling:
             while True:
-                filling.write(b"j" * (64 << 10))
+                filling.write(b"j" * 4096)
                 filling.flush()
     except OSError as full:
-        print(f"\nthe log directory's disk: {full.strerror}")
+        return full.strerror
+
+
+def test_a_full_disk_under_the_logs_stops_no_request_and_is_said_once(gateway):
+    junk = gateway.logs / "junk"
+    print(f"\nthe log directory's disk: {fill(junk)}")
+    statuses = []
     try:
-        statuses = [gateway.post(path, json={}).status_code for path in ["/serve/ok", f"/serve/{NAME}"] * 100]
+        for _ in range(100):
+            statuses += [gateway.post(path, json={}).status_code for path in ["/serve/ok", f"/serve/{NAME}"]]
+            fill(junk)  # kept full: a rotation gives the log room again by deleting its oldest file
         assert statuses == [200, 404] * 100, "every request answered while no log line can be written"
     finally:
         junk.unlink()
     deadline = time.monotonic() + 30
     while not (notices := [line for line in log_lines(gateway.logs) if "lines of this log were dropped" in line]):
-        assert time.monotonic() < deadline, "no line says that lines were dropped"
+        assert time.monotonic() < deadline, f"no line says lines were dropped: {sorted(gateway.logs.iterdir())}"
         served(gateway)
         time.sleep(0.1)
     logged(gateway, served(gateway))
