@@ -1,7 +1,8 @@
 """Structured logging: plain or JSON lines, each with the request id and trace id of the request being served.
 Once a model version is chosen for the request (`set_serving_model`), JSON lines also carry the endpoint, that
 version and the registry run that made it ("-" for a version not deployed from the registry), so an alert leads to
-the run."""
+the run. A line's message is cut at `MESSAGE_CHARS`, each line of its traceback at `TRACEBACK_LINE_CHARS`: an
+exception raised on what a client sent may carry it whole."""
 
 from __future__ import annotations
 
@@ -19,16 +20,41 @@ trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", d
 model_var: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar("model", default=None)
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+MESSAGE_CHARS = 8000
+"""The longest message a line carries; the sites that log what a client sent cut it much shorter already."""
+TRACEBACK_LINE_CHARS = 1000
+"""The longest line of a traceback a log line carries: an exception's message may hold what a client sent."""
+
+
+def cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def cut_traceback(text: str) -> str:
+    """A formatted traceback with each of its lines cut at `TRACEBACK_LINE_CHARS`."""
+    return "\n".join(cut(line, TRACEBACK_LINE_CHARS) for line in text.split("\n"))
 
 
 class ContextFilter(logging.Filter):
+    """Adds the current request's ids (and model version) to a line; a line that names its own request id (a summary
+    of many requests names "-": `observability.repeats`) is left as it is."""
+
     def filter(self, record: logging.LogRecord) -> bool:
+        if hasattr(record, "request_id"):
+            return True
         record.request_id = request_id_var.get()
         record.trace_id = trace_id_var.get()
         model = model_var.get()
         if model is not None:
             record.endpoint, record.version, record.run_id = model
         return True
+
+
+class PlainFormatter(logging.Formatter):
+    """`PLAIN_FORMAT` lines, tracebacks cut as the JSON lines' are."""
+
+    def formatException(self, ei) -> str:  # noqa: N802 - logging's name
+        return cut_traceback(super().formatException(ei))
 
 
 class JsonFormatter(logging.Formatter):
@@ -43,13 +69,13 @@ class JsonFormatter(logging.Formatter):
             "service": self.service,
             "level": record.levelname,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": cut(record.getMessage(), MESSAGE_CHARS),
             "request_id": getattr(record, "request_id", "-"),
             "trace_id": getattr(record, "trace_id", "-"),
         }
         entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD and k not in entry})
         if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
+            entry["exc"] = cut_traceback(self.formatException(record.exc_info))
         return orjson.dumps(entry, default=str).decode()
 
 
@@ -64,7 +90,7 @@ def set_serving_model(endpoint: str, version: str, run_id: str | None) -> contex
 def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(ContextFilter())
-    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(PLAIN_FORMAT))
+    handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter(PLAIN_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -1,6 +1,7 @@
 """Reading the run's logs back: every process the launcher starts in the background writes its output into one
-directory (`run/logs/<service>.log`), as JSON lines when the stack runs with JSON logs (`serving up`'s default when
-detached); `serving logs` merges them in time order and filters them by service, request id, trace id and age.
+directory (`run/logs/<service>.log`, rotated by size into `<service>.log.1` ... `.N`: `observability.logfile`), as
+JSON lines when the stack runs with JSON logs (`serving up`'s default when detached); `serving logs` merges them, the
+rotated files included, in time order and filters them by service, request id, trace id and age.
 A line that is not JSON is kept as the message of an INFO entry of its file's service (with no time, it sorts first)."""
 
 from __future__ import annotations
@@ -54,12 +55,26 @@ def matches(
     return not (since is not None and timestamp(entry) < since)
 
 
+ROTATED = re.compile(r"^(.+)\.log(?:\.(\d+))?$")
+"""A log file's name: its service, and its place among the rotated files (none: the current one)."""
+
+
+def log_files(log_dir: Path) -> list[tuple[Path, str]]:
+    """Every log file in `log_dir` with its service, the oldest rotated file of each service first."""
+    found = []
+    for path in Path(log_dir).iterdir():
+        match = ROTATED.match(path.name)
+        if match and path.is_file():
+            found.append((match.group(1), -int(match.group(2) or 0), path))
+    return [(path, service) for service, _, path in sorted(found)]
+
+
 def read(log_dir: Path, **filters) -> list[dict]:
     entries = []
-    for path in sorted(Path(log_dir).glob("*.log")):
+    for path, service in log_files(log_dir):
         with open(path, errors="replace") as handle:
             entries += [
-                e for e in (parse_line(line, path.stem) for line in handle if line.strip()) if matches(e, **filters)
+                e for e in (parse_line(line, service) for line in handle if line.strip()) if matches(e, **filters)
             ]
     return sorted(entries, key=timestamp)
 

@@ -15,7 +15,7 @@ from services.common.settings import ApiSettings, RunSettings
 from services.common.settings_env import Variable, variables
 from services.controller.settings import ControllerSettings
 from services.gateway.settings import GatewaySettings
-from services.launcher.settings import SupervisorSettings
+from services.launcher.settings import LogFileSettings, SupervisorSettings
 from services.registry.settings import RegistrySettings
 from services.replica.settings import AgentSettings
 
@@ -27,6 +27,7 @@ CLASSES = {
     RegistrySettings: "the registry commands and the controller.",
     AgentSettings: "`serving triton-agent`, beside each Triton replica.",
     SupervisorSettings: "the supervisor of a stack.",
+    LogFileSettings: "the launcher: how the log of each process a stack runs in the background rotates.",
     RunSettings: "every entry point.",
 }
 

@@ -134,14 +134,18 @@ def _run(engine_name: str, spec: AttackSpec, procs: int, observe) -> tuple[list[
 
 
 def run_log(run_dir: Path) -> logging.Logger:
-    """JSON lines into the running stack's log directory (RUN_DIR/logs/loadtest.log), beside the servers' own, so
-    `serving logs` shows what the load generator did when; nowhere when no stack has written logs there."""
+    """JSON lines into the running stack's log directory (RUN_DIR/logs/loadtest.log, rotated by size as the servers'
+    own are: `SERVING_LOG_*`), so `serving logs` shows what the load generator did when; nowhere when no stack has
+    written logs there."""
+    from observability.logfile import LogFile
     from observability.logging import JsonFormatter
+    from services.launcher.settings import LogFileSettings
 
     log = logging.getLogger("loadtest")
     log_dir = run_dir / "logs"
     if not log.handlers and log_dir.is_dir():
-        handler = logging.FileHandler(log_dir / "loadtest.log")
+        rotation = LogFileSettings()
+        handler = LogFile(log_dir / "loadtest.log", rotation.max_bytes, rotation.backups)
         handler.setFormatter(JsonFormatter(service="loadtest"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)

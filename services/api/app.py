@@ -12,9 +12,10 @@ from fastapi import APIRouter, FastAPI
 
 from observability import metrics
 from observability.logging import setup_logging
+from observability.repeats import RepeatLimit, limit_repeats
 from observability.tally import TALLY, flush_while
 from observability.tracing import setup_tracing, shutdown_tracing
-from services.api import fastpath, routes, v2
+from services.api import edge, errors, fastpath, lifetime, protocol, routes, v2
 from services.api.admission import Gate
 from services.api.auth import ApiKeys, load_keys
 from services.api.dataplane import DataPlane
@@ -31,6 +32,9 @@ from services.common.tokenization import TextTokenizer
 from services.monitoring.drift import DriftMonitor
 
 log = logging.getLogger(__name__)
+REQUEST_LOGGERS = (edge.completion_log, errors.log, fastpath.log, lifetime.log, protocol.log, protocol.SERVER_LOG)
+"""The loggers whose error lines a client's request decides: each worker writes at most `error_log_burst` of one
+kind per `error_log_interval` (`observability.repeats`)."""
 
 
 @dataclass
@@ -72,16 +76,25 @@ def create_app(
     service_name: str,
     builtin_required: bool = True,
     routers: tuple[APIRouter, ...] = (),
+    request_loggers: tuple[logging.Logger, ...] = (),
 ):
     """The ASGI app a server runs: the edge (request id, API keys, admission, the request's lifetime, access
-    metrics: `services.api.edge`), the /serve fast path, then FastAPI."""
+    metrics: `services.api.edge`), the /serve fast path, then FastAPI. `request_loggers`: the stack's own loggers
+    whose error lines a request decides, limited as `REQUEST_LOGGERS` are."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
+    burst, interval = settings.error_log_burst, settings.error_log_interval
+    if not any(isinstance(f, protocol.ServerLineStatus) for f in protocol.SERVER_LOG.filters):
+        protocol.SERVER_LOG.addFilter(protocol.ServerLineStatus())  # before the limit: it marks what the limit counts
+    limit_repeats(RepeatLimit(burst, interval), *REQUEST_LOGGERS, *request_loggers)
     share = settings.completion_log_sample  # `serving logs --request-id` reads it back when it finds no line
     log.info(
-        "completion lines: every error, and a share of %g of the other requests",
+        "completion lines: errors (at most %d of one route and status in %g s, then counted), and a share of %g of "
+        "the other requests",
+        burst,
+        interval,
         share,
-        extra={"completion_log_sample": share},
+        extra={"completion_log_sample": share, "error_log_burst": burst, "error_log_interval": interval},
     )
 
     @asynccontextmanager

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from services.common.errors import BadRequest, InvalidInput, PayloadTooLarge
+from services.common.names import printable, shown
 
 Model = TypeVar("Model", bound=BaseModel)
 GZIP_MAGIC = b"\x1f\x8b"
@@ -53,7 +54,7 @@ def _complete(body: bytes, declared: str | None, headers: Mapping[str, str], lim
     if encoding == "gzip":
         return gunzip(body, limit)
     if encoding != "identity":
-        raise BadRequest(f"content-encoding '{encoding}' is not supported: send the body plain or gzip-encoded")
+        raise BadRequest(f"content-encoding {shown(encoding)} is not supported: send the body plain or gzip-encoded")
     return body
 
 
@@ -111,7 +112,14 @@ def validate(schema: type[Model], data: Any) -> Model:
         return schema.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"]) or None
+        field = validation_field(error)
         message = error["msg"].removeprefix("Value error, ")
         where = f"field '{field}': " if field else ""
         raise InvalidInput(f"{where}{message}", param=field) from None
+
+
+def validation_field(error: dict) -> str | None:
+    """The dotted field of a pydantic validation error, as a message may carry it: a client's own keys can be in
+    it (an unknown field, a key of a mapping), so it is cut short and escaped."""
+    field = ".".join(str(part) for part in error["loc"])
+    return printable(field, 80) if field else None

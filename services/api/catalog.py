@@ -16,6 +16,7 @@ from services.common.backend import (
     ServedModel,
 )
 from services.common.errors import NotFound
+from services.common.names import shown
 
 if TYPE_CHECKING:
     from services.api.dataplane import SingleModelEndpoint
@@ -41,7 +42,7 @@ class Catalog:
             return self.builtin
         found = self.endpoints.resolve(endpoint)
         if found is None:
-            raise self._not_found(f"no endpoint '{endpoint}'")
+            raise self._not_found(f"no endpoint {shown(endpoint)}")
         return found
 
     def find(self, endpoint: str) -> tuple[ModelEndpoint | PipelineEndpoint, Any]:
@@ -80,4 +81,4 @@ class Catalog:
         try:
             return self.model_for(name)
         except NotFound:
-            raise self._not_found(f"no model '{name}'") from None
+            raise self._not_found(f"no model {shown(name)}") from None

@@ -45,6 +45,7 @@ from services.common.backend import (
 )
 from services.common.contract import WARMUP_TEXTS
 from services.common.errors import NotFound
+from services.common.names import shown
 from services.common.schemas import ServeRequest
 from services.common.settings import ApiSettings
 from services.monitoring import statistics
@@ -136,7 +137,7 @@ class SingleModelEndpoint(ModelRun):
 
     def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
         if version is not None and version != self.model.version:
-            raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.model.version}'")
+            raise NotFound(f"endpoint '{self.name}' has no version {shown(version)}; available: '{self.model.version}'")
         return self.model
 
     def versions(self) -> list[str]:

@@ -41,7 +41,8 @@ from observability.tracing import extract_context, get_tracer, tracing_enabled
 from services.api.admission import Gate
 from services.api.auth import ApiKeys
 from services.api.lifetime import Lifetimes
-from services.api.paths import UNMETERED, is_inference, route_label, serve_target
+from services.api.paths import UNMETERED, is_inference, route_label, serve_target, shown_path
+from services.common.names import NAME_MAX_LENGTH, printable
 
 completion_log = logging.getLogger("serving.completion")
 
@@ -134,7 +135,7 @@ class Edge:
             f"{scope['method']} {route_label(path)}",
             context=extract_context(headers),
             kind=SpanKind.SERVER,
-            attributes={"http.request.method": scope["method"], "url.path": path},
+            attributes={"http.request.method": scope["method"], "url.path": shown_path(path)},
         )
 
     async def _pass(self, scope, receive, send) -> None:
@@ -151,13 +152,16 @@ class Edge:
         TALLY.inc(metrics.child(metrics.REQUESTS, route, str(code)))
         TALLY.observe(metrics.child(metrics.REQUEST_LATENCY, route), elapsed)
         if is_inference(method, path) and (code >= 400 or random.random() < self.completion_sample):
-            _log_completion(method, path, code, elapsed)
+            _log_completion(method, path, route, code, elapsed)
 
 
-def _log_completion(method: str, path: str, status: int, elapsed: float) -> None:
+def _log_completion(method: str, path: str, route: str, status: int, elapsed: float) -> None:
     """The request's completion line, under its request id and trace id (the log filter adds them, and the endpoint
-    and version once one was chosen; a request refused before that names the endpoint its path asked for)."""
-    fields = {"method": method, "path": path, "status": status, "latency_ms": round(elapsed * 1000, 3)}
+    and version once one was chosen; a request refused before that names the endpoint its path asked for). What
+    the path holds is the client's: it is cut short (`shown_path`, `printable`), and the `route` and `status` let
+    the worker's repeat limit (`observability.repeats`) count an error repeated at will instead of writing it."""
+    shown = shown_path(path)
+    fields = {"method": method, "path": shown, "route": route, "status": status, "latency_ms": round(elapsed * 1000, 3)}
     if (target := serve_target(path)) is not None:
-        fields["endpoint"], fields["version"] = target[0], target[1] or "-"
-    completion_log.info("%s %s -> %d in %.1f ms", method, path, status, elapsed * 1000, extra=fields)
+        fields["endpoint"], fields["version"] = printable(target[0], NAME_MAX_LENGTH), printable(target[1] or "-")
+    completion_log.info("%s %s -> %d in %.1f ms", method, shown, status, elapsed * 1000, extra=fields)

@@ -12,9 +12,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from observability.logging import request_id_var
+from services.api.body import validation_field
+from services.api.paths import shown_path
 from services.common.errors import ServingError
 
 log = logging.getLogger(__name__)
+UNHANDLED = {"status": 500}
+"""An unexpected error's line counts as a 500 (`observability.repeats`): a request that trips one can be repeated."""
 
 
 def error_response(error: ServingError) -> JSONResponse:
@@ -30,7 +34,8 @@ def error_response(error: ServingError) -> JSONResponse:
 
 def logged_error_response(method: str, path: str, error: ServingError) -> JSONResponse:
     if error.status_code >= 500:
-        log.warning("%s %s -> %d: %s", method, path, error.status_code, error.message)
+        status = error.status_code
+        log.warning("%s %s -> %d: %s", method, shown_path(path), status, error.message, extra={"status": status})
     return error_response(error)
 
 
@@ -70,7 +75,7 @@ class UnexpectedErrors:
         except Exception:
             if started:
                 raise
-            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            log.exception("unhandled error on %s %s", scope["method"], shown_path(scope["path"]), extra=UNHANDLED)
             await internal_error_response()(scope, receive, send)
 
 
@@ -82,9 +87,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
         if exc.status_code == 404:
-            message = f"no route {request.method} {request.url.path}; see /docs for the API"
+            message = f"no route {request.method} {shown_path(request.url.path)}; see /docs for the API"
         elif exc.status_code == 405:
-            message = f"{request.method} is not allowed on {request.url.path}; see /docs for the API"
+            message = f"{request.method} is not allowed on {shown_path(request.url.path)}; see /docs for the API"
         else:
             message = str(exc.detail)
         body = {"error": {"message": message, "type": "http_error", "code": exc.status_code}}
@@ -93,7 +98,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         error = exc.errors()[0]
-        field = ".".join(str(p) for p in error["loc"])
+        field = validation_field(error) or ""
         body = {
             "error": {
                 "message": f"field '{field}': {error['msg']}",
@@ -110,5 +115,5 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         """Only for an error raised outside `UnexpectedErrors` (middleware added after it): the server closes the
         connection after this answer, which says so."""
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        log.exception("unhandled error on %s %s", request.method, shown_path(request.url.path), extra=UNHANDLED)
         return internal_error_response(close=True)

@@ -101,7 +101,7 @@ class ServeFastPath:
         except ServingError as exc:
             response = logged_error_response("POST", scope["path"], exc)
         except Exception:
-            log.exception("unhandled error on POST %s", scope["path"])
+            log.exception("unhandled error on POST %s", paths.shown_path(scope["path"]), extra={"status": 500})
             response = internal_error_response()
         else:
             await send(start)

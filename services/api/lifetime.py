@@ -30,6 +30,7 @@ import logging
 import time
 
 from services.api.errors import error_response
+from services.api.paths import shown_path
 from services.common.deadline import deadline_var
 from services.common.errors import BadRequest, DeadlineExceeded
 
@@ -67,7 +68,7 @@ def requested_timeout(headers: list[tuple[bytes, bytes]]) -> float | None:
 
 
 def _route(scope) -> tuple[str, str]:
-    return scope["method"], scope["path"]
+    return scope["method"], shown_path(scope["path"])
 
 
 class Lifetimes:
@@ -183,14 +184,21 @@ class _Watch:
         if self.started:
             return
         if self.ending == LATE:
-            log.info("%s %s: its deadline of %g s passed; its work was dropped", *_route(scope), timeout)
+            what = "%s %s: its deadline of %g s passed; its work was dropped"
+            log.info(what, *_route(scope), timeout, extra={"status": 504})
             message = (
                 f"no answer within the request's deadline of {timeout:g} s (its x-request-timeout header, or the "
                 "server's REQUEST_TIMEOUT); its work was dropped: retry with a longer deadline or a smaller request"
             )
             return await error_response(DeadlineExceeded(message))(scope, receive, send)
         when = "while its body was arriving" if self.reading else "before its answer"
-        log.info("%s %s: the client left %s, after %.2f s; its work was dropped", *_route(scope), when, waited)
+        log.info(
+            "%s %s: the client left %s, after %.2f s; its work was dropped",
+            *_route(scope),
+            when,
+            waited,
+            extra={"status": 499},
+        )
         for message in _CLIENT_CLOSED:
             await send(message)
 

@@ -5,6 +5,8 @@ the endpoint and version a `/serve` path names (the fast path)."""
 
 from __future__ import annotations
 
+from services.common.names import printable
+
 SERVE = "/serve/{endpoint}"
 SERVE_VERSION = "/serve/{endpoint}/{version}"
 EMBEDDINGS = "/v1/embeddings"
@@ -26,6 +28,16 @@ PROTECTED = (_SERVE_PREFIX, "/v1/", V2 + "/")
 """Prefixes of the routes an API key guards when keys are configured (`/metrics` too, if asked for)."""
 UNMETERED = (METRICS, "/health")
 """Prefixes of the routes left out of the access metrics and traces: scrapes and probes would drown the traffic."""
+
+
+PATH_SHOWN = 120
+"""The most characters of a request's path a log line, a span or an error body carries."""
+
+
+def shown_path(path: str) -> str:
+    """A request's path as a log line or an error body may carry it: cut at `PATH_SHOWN` characters, control
+    characters escaped (the path is the client's, up to the server's request-line limit)."""
+    return printable(path, PATH_SHOWN)
 
 
 def is_inference(method: str, path: str) -> bool:

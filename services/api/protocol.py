@@ -33,6 +33,16 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 log = logging.getLogger(__name__)
+SERVER_LOG = logging.getLogger("uvicorn.error")
+"""Where uvicorn's protocol writes its lines, the ones about a client's request among them."""
+SERVER_REQUEST_LINES = {
+    "Invalid HTTP request received.": 400,
+    "Unsupported upgrade request.": 400,
+    "No supported WebSocket library detected. Please use \"pip install 'uvicorn[standard]'\", or install "
+    "'websockets' or 'wsproto' manually.": 400,
+    "Exception in ASGI application\n": 500,
+}
+"""uvicorn's lines that a client's request writes (each new connection may repeat them), with the status it got."""
 
 LIMITS_KEY = "http_limits"
 """The lifespan state key under which the app gives the protocol its `HttpLimits`."""
@@ -54,6 +64,17 @@ def _refusal(status: int, error_type: str, message: str) -> bytes:
     """The JSON answer after the status line and the server's default headers: encoded once per worker."""
     body = orjson.dumps({"error": {"message": message, "type": error_type, "code": status}})
     return b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%b" % (len(body), body)
+
+
+class ServerLineStatus(logging.Filter):
+    """Marks uvicorn's lines about a client's request (`SERVER_REQUEST_LINES`) with the status the request got, so
+    that the repeat limit on its logger (`observability.repeats`) counts them as it counts the completion lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = SERVER_REQUEST_LINES.get(record.msg) if isinstance(record.msg, str) else None
+        if status is not None and not hasattr(record, "status"):
+            record.status = status
+        return True
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -82,7 +103,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _silent(self) -> None:
         self.silence = None
         if not self.transport.is_closing():
-            log.info("closed %s: it sent nothing in %g s", self._peer(), self.limits.read_timeout)
+            log.info(
+                "closed %s: it sent nothing in %g s", self._peer(), self.limits.read_timeout, extra={"status": 408}
+            )
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
@@ -188,7 +211,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse_head(self) -> None:
         limit = self.limits.max_header_bytes
-        log.info("431 to %s: request line and headers over %d bytes", self._peer(), limit)
+        log.info("431 to %s: request line and headers over %d bytes", self._peer(), limit, extra={"status": 431})
         message = (
             f"the request line and headers are over {limit} bytes, this server's limit "
             "(SERVING_MAX_HEADER_BYTES): send fewer or shorter headers, and long inputs in the body"
@@ -209,7 +232,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.read_deadline = self.loop.call_later(due - self.loop.time(), self._read_timed_out)
             return
         timeout = self.limits.read_timeout
-        log.info("408 to %s: the request was not in full %g s after its first byte", self._peer(), timeout)
+        what = "408 to %s: the request was not in full %g s after its first byte"
+        log.info(what, self._peer(), timeout, extra={"status": 408})
         cycle = None if self.reading_head else self.cycle
         if cycle is not None:
             if cycle.response_started:  # the app answered without waiting for the body (413, 429...)

@@ -18,7 +18,9 @@ from typing import NoReturn
 import orjson
 from pydantic import ValidationError
 
+from services.api.body import validation_field
 from services.common.errors import BadRequest, InvalidInput
+from services.common.names import shown
 from services.common.schemas import V2InferenceRequest, V2InputTensor
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -41,7 +43,7 @@ def parse_inference(raw: bytes, header_length: str | None, output: str) -> Infer
         if requested.name != output:
             field = f"outputs.{index}.name"
             raise InvalidInput(
-                f"field '{field}': this model's output is '{output}', not '{requested.name}'", param=field
+                f"field '{field}': this model's output is '{output}', not {shown(requested.name)}", param=field
             )
     return Inference(request, tensor_texts(request.inputs[0], blob))
 
@@ -74,7 +76,7 @@ def validated(header: bytes) -> V2InferenceRequest:
         return V2InferenceRequest.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"]) or None
+        field = validation_field(error)
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "model_type":  # "... or instance of V2RequestParameters": a class the caller never sees
             message = "Input should be an object"

@@ -48,11 +48,15 @@ def logs(
 
 
 def not_found(request_id: str, share: float | None) -> str:
-    """Why no line has the id: an error always writes its completion line, a success only at the sampled share."""
+    """Why no line has the id: a success writes its completion line at the sampled share, an error unless its route
+    and status had their burst of lines already (`observability.repeats`)."""
     text = f"no log line has request id {request_id} in the run's logs"
     if share is not None and share < 1:
         text += (
-            f": errors always write their completion line, successful requests only {share:g} of them "
+            f": successful requests write their completion line only {share:g} of them "
             "(SERVING_COMPLETION_LOG_SAMPLE), so a 2xx may have been left out by that sampling"
         )
-    return text
+    return text + (
+        "; an error writes its line unless its route and status wrote SERVING_ERROR_LOG_BURST lines already in "
+        "SERVING_ERROR_LOG_INTERVAL (then a 'suppressed K similar lines' line counts it)"
+    )

@@ -3,6 +3,7 @@ the run directory; `supervise`), and stop everything recorded there, from any sh
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,7 @@ import typer
 from services.commands.supervise import announce, plan_stack, run_supervisor, start_detached, start_stack
 from services.common.cli import console, fail
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US, DEVICES
+from services.common.private import PRIVATE_UMASK
 from services.common.settings import RunSettings
 
 if TYPE_CHECKING:  # imported where used, so that `serving --help` stays quick
@@ -136,9 +138,11 @@ def up(
 
 def keep_up(options: StackOptions, *, detach: bool, ready_timeout: float) -> int:
     """Detached: a background supervisor starts the stack (`start_detached`). In the foreground: start it here,
-    then supervise it until Ctrl-C or `serving down`."""
+    then supervise it until Ctrl-C or `serving down`. What this command writes goes into the run directory, under
+    the umask of the stack's processes (`PRIVATE_UMASK`): its owner's alone."""
     from services.stacks import write_stack_info
 
+    os.umask(PRIVATE_UMASK)
     if detach:
         plan_stack(options)  # a taken port or a bad option ends here, before the background supervisor starts
         return start_detached(options, ready_timeout)

@@ -48,6 +48,16 @@ def narrow(path: Path) -> None:
         path.chmod(FILE_MODE)
 
 
+def private_tree(path: Path) -> Path:
+    """`path` and everything under it made its owner's alone: group and other permission bits removed, the owner's
+    kept (an executable stays executable). For what is copied in with its source's modes (`shutil.copytree`)."""
+    for entry in [path, *path.rglob("*")]:
+        mode = entry.lstat().st_mode
+        if not entry.is_symlink() and mode & 0o077:
+            entry.chmod(mode & 0o700)
+    return path
+
+
 def ensure_secret(path: Path) -> bool:
     """A random token written to `path` (0600, in a private directory) unless the file exists; whether it was
     written here (False: it existed, or another process wrote it first)."""

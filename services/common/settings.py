@@ -159,9 +159,15 @@ class ApiSettings(BaseSettings):
     """Seconds a request may take in the server, unless the caller's `x-request-timeout` header asks for less; past
     it, 504 and its work is dropped (`services.api.lifetime`)."""
     completion_log_sample: float = Field(0.1, ge=0.0, le=1.0)
-    """Share of successful inference requests that write their completion line (`services.api.edge`); every error
-    (status >= 400) writes one whatever this says; 1 makes every 2xx findable by `serving logs --request-id`
+    """Share of successful inference requests that write their completion line (`services.api.edge`); errors
+    (status >= 400) write theirs up to `error_log_burst`; 1 makes every 2xx findable by `serving logs --request-id`
     (docs/decisions/completion-lines.md)."""
+    error_log_burst: int = Field(20, ge=1)
+    """Lines of one kind of error (a route and a status: 404 on /serve, 431, ...) a worker writes per
+    `error_log_interval`; past it they are counted, and one line says how many were left out
+    (`observability.repeats`): a client repeating a bad request cannot fill the disk with its lines."""
+    error_log_interval: float = Field(60.0, gt=0)
+    """Seconds over which `error_log_burst` counts."""
 
     @field_validator("model_dir")
     @classmethod

@@ -12,6 +12,7 @@ from typing import Any
 from services.api.dataplane import PipelineRun
 from services.common.backend import Collect
 from services.common.errors import InvalidInput, NotFound, ServingError
+from services.common.names import shown
 from services.common.onnx_runner import OnnxModel
 from services.gateway import engines
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
@@ -49,7 +50,8 @@ class ConfiguredEndpoint(PipelineRun):
 
     def accept(self, version: str | None) -> None:
         if version is not None and self.config.version is not None and version != self.config.version:
-            raise NotFound(f"endpoint '{self.name}' has no version '{version}'; available: '{self.config.version}'")
+            available = self.config.version
+            raise NotFound(f"endpoint '{self.name}' has no version {shown(version)}; available: '{available}'")
 
     async def preprocess(self, body: Any, state: dict, collect: Collect) -> Any:
         try:
@@ -77,8 +79,8 @@ class ConfiguredEndpoint(PipelineRun):
 
     async def _user_step(self, method: str, data: Any, state: dict, collect: Collect) -> Any:
         """Call the user's `method` if the Preprocess class has it. An exception in user code is a 422 naming the
-        stage (the caller's error body carries the request id), logged with the traceback under that request id:
-        never an opaque 500."""
+        stage (the caller's error body carries the request id), logged with the traceback under that request id
+        (up to the worker's burst of 422 lines: `observability.repeats`): never an opaque 500."""
         if not (self.preprocess_code and self.preprocess_code.has(method)):
             return data
         try:
@@ -86,7 +88,7 @@ class ConfiguredEndpoint(PipelineRun):
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from user code: a 422 too
             if not_users(exc):
                 raise
-            log.error("%s of endpoint '%s' failed", method, self.name, exc_info=exc)
+            log.error("%s of endpoint '%s' failed", method, self.name, exc_info=exc, extra={"status": 422})
             raise InvalidInput(f"{method} of endpoint '{self.name}' failed: {describe(exc)}", param=method) from None
 
 

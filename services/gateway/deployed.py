@@ -11,6 +11,7 @@ from services.api.dataplane import ModelRun
 from services.common.backend import ServedModel
 from services.common.contract import TOKENIZER_FILE, Manifest
 from services.common.errors import NotFound
+from services.common.names import shown
 from services.common.tokenization import TextTokenizer
 from services.gateway.backend import TritonBackend
 from services.lifecycle.routing import effective_weights, pick
@@ -34,7 +35,7 @@ class VersionedEndpoint(ModelRun):
         if version is not None:
             if version not in self.models:
                 live = ", ".join(self.versions()) or "none yet"
-                raise NotFound(f"endpoint '{self.name}' has no live version '{version}'; live: {live}")
+                raise NotFound(f"endpoint '{self.name}' has no live version {shown(version)}; live: {live}")
             return self.models[version]
         return self.models[pick(self.weights, routing_key)]
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from services.common.private import write_private
 from services.launcher.groups import group_alive, pid_alive, stop_group, stop_process
 from services.launcher.spec import ProcessSpec
 
@@ -22,9 +23,10 @@ SUPERVISOR = "supervisor"
 
 
 def _write_json(path: Path, data: dict) -> None:
-    """Replace `path` atomically: `serving status` may read it while the supervisor writes it."""
+    """Replace `path` atomically (`serving status` may read it while the supervisor writes it) with a file only its
+    owner may read."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data) + "\n")
+    write_private(tmp, json.dumps(data) + "\n")
     os.replace(tmp, path)
 
 
@@ -44,7 +46,7 @@ def write_record(run_dir: Path, spec: ProcessSpec, proc: subprocess.Popen, log: 
 
 def write_meta(run_dir: Path, meta: dict) -> None:
     """A record from its metadata (`name`, `pid`, ...): the pid file and the JSON file."""
-    (run_dir / f"{meta['name']}.pid").write_text(str(meta["pid"]))
+    write_private(run_dir / f"{meta['name']}.pid", str(meta["pid"]))
     _write_json(run_dir / f"{meta['name']}.json", meta)
 
 

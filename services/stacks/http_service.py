@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from services.common.private import private_dir
 from services.common.settings import ApiSettings
 from services.common.settings_env import to_env
 from services.launcher import ProcessSpec, local_address
@@ -97,6 +98,6 @@ def _multiproc_dir(options: StackOptions, name: str) -> str:
 
 
 def fresh_dir(path: Path) -> Path:
+    """`path` as a new empty directory, its owner's alone."""
     shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return path
+    return private_dir(path)

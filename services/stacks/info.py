@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from services.common.contract import Manifest
+from services.common.private import write_private
 from services.launcher.records import STACK_INFO
 from services.stacks.options import StackOptions
 
@@ -53,5 +54,4 @@ def stack_info(options: StackOptions) -> dict:
 def write_stack_info(options: StackOptions) -> Path:
     """`stack_info` into the run directory, for `serving status` from any shell."""
     path = options.run_dir / STACK_INFO
-    path.write_text(json.dumps(stack_info(options), indent=2) + "\n")
-    return path
+    return write_private(path, json.dumps(stack_info(options), indent=2) + "\n")

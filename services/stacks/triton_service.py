@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from services.common.private import private_tree
 from services.launcher import ProcessSpec
 from services.stacks.options import StackOptions
 from services.triton.repository import RenderOptions, render
@@ -28,7 +29,8 @@ def triton_service(
     options: StackOptions, *, models: list[str], render_options: RenderOptions | None = None
 ) -> ProcessSpec:
     """The real tritonserver loading `models` from a repository rendered for this machine (`local` target, the
-    encoder on the stack's device) into the run directory; with `log_json`, behind `services.triton.logpipe`."""
+    encoder on the stack's device) into the run directory (its owner's alone); with `log_json`, behind
+    `services.triton.logpipe`."""
     render_options = render_options or RenderOptions(
         target="local",
         batching=options.batching,
@@ -39,7 +41,7 @@ def triton_service(
         sim_lock_file=str(options.sim_lock_file),
         **triton_knobs(options),
     )
-    repository = render(options.model_dir, options.run_dir / "triton-repository", render_options)
+    repository = private_tree(render(options.model_dir, options.run_dir / "triton-repository", render_options))
     spec = triton_process(
         repository, options.run_dir, options.triton_ports, models, extra_args=triton_tracing_args(options)
     )

@@ -82,7 +82,7 @@ class TritonModels:
             shutil.rmtree(target)
         target.mkdir()
         if self.options.target == "local":  # the Python-backend encoder, reading the files where they were fetched
-            shutil.copy2(SOURCE / "encoder" / "model.py", target / "model.py")
+            shutil.copyfile(SOURCE / "encoder" / "model.py", target / "model.py")  # the process's umask, not 0644
             for name in (MODEL_FILE, MANIFEST_FILE):
                 (target / name).symlink_to((model_dir / name).resolve())
         else:  # Triton's native onnxruntime backend in its own container: real files in the shared repository

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.common.errors import ConfigurationError
+from services.common.private import private_tree
 from services.launcher import ProcessSpec, local_address
 from services.triton.control_key import KEY_FILE, ensure_control_key, restricted_args
 from services.triton.liveness import InferenceProbe
@@ -74,12 +75,13 @@ def missing_libraries(install: TritonInstall, binary: Path) -> list[str]:
 
 
 def prepare_backends(install: TritonInstall, dest: Path) -> Path:
-    """A fresh copy of the wheel's backends at `dest`, with this Python's stub in the Python backend."""
+    """A fresh copy of the wheel's backends at `dest`, with this Python's stub in the Python backend, its owner's
+    alone (the wheel's files are 0644 and 0755)."""
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(install.root / "backends", dest, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(install.stub, dest / "python" / "triton_python_backend_stub")
-    return dest
+    return private_tree(dest)
 
 
 def check_environment(install: TritonInstall) -> None:

@@ -82,7 +82,14 @@ def test_the_http_reference_shows_the_request_examples_the_apps_document(site):
 
 def test_the_settings_reference_documents_every_settings_class(site):
     settings = text(site, "reference/settings")
-    for name in ("ApiSettings", "GatewaySettings", "ControllerSettings", "RegistrySettings", "RunSettings"):
+    for name in (
+        "ApiSettings",
+        "GatewaySettings",
+        "ControllerSettings",
+        "RegistrySettings",
+        "RunSettings",
+        "LogFileSettings",
+    ):
         assert name in settings
     for field in ("max_inflight", "triton_grpc_url", "drain_seconds", "tracking_uri"):
         assert field in settings
@@ -92,6 +99,8 @@ def test_the_settings_reference_documents_every_settings_class(site):
         "SERVING_OBSERVABILITY__LOG_JSON",
         "GATEWAY_TRITON_GRPC_URL",
         "AGENT_HTTP_PORT",
+        "SERVING_LOG_MAX_BYTES",
+        "SERVING_ERROR_LOG_BURST",
     ):
         assert variable in settings, variable
     assert "GATEWAY_MAX_TEXTS is not a gateway setting" in settings and "GATEWAY_WORKERS" not in settings

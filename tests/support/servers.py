@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 
 from services.common.contract import Manifest
-from services.launcher import Launcher, free_port
+from services.launcher import Launcher, LogFileSettings, free_port
 from services.stacks import StackOptions, http_service
 from services.triton.server import TritonPorts
 
@@ -134,16 +134,19 @@ def start_gateway(
     )
 
 
-def start_gateway_alone(run: Path, env: dict[str, str], *, timeout: float = 90) -> tuple[str, Launcher]:
+def start_gateway_alone(
+    run: Path, env: dict[str, str], *, timeout: float = 90, log_files: LogFileSettings | None = None
+) -> tuple[str, Launcher]:
     """The gateway (one worker) without Triton or a built-in model, ready once its worker answers /health/live (its
     /health/ready says 503): enough for its admin API, its configured `custom` endpoints and its HTTP edge. Returns
-    its URL and the launcher that stops it; raises, with the log's last lines, if it does not start."""
+    its URL and the launcher that stops it; raises, with the log's last lines, if it does not start. `log_files`: how
+    its log rotates (default: `SERVING_LOG_*`)."""
     port = free_port()
     options = StackOptions(workers=1, host="127.0.0.1", port=port, model_dir=run / "none", run_dir=run)
     settings = {"GATEWAY_TRITON_GRPC_URL": "127.0.0.1:1", **env}
     spec = http_service(options, name="api", app="services.gateway.app:create_app()", extra_env=settings)
     spec.ready_url = f"http://127.0.0.1:{port}/health/live"
-    launcher = Launcher(run)
+    launcher = Launcher(run, log_files)
     launcher.start_ready(spec, detach=True, timeout=timeout)
     return f"http://127.0.0.1:{port}", launcher
 

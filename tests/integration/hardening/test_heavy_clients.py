@@ -52,6 +52,9 @@ SETTLED_S = 1.5
 AFTER_BOUND_S = 0.5
 """What one normal request may take from `SETTLED_S` after the heavy clients left (measured ~10-50 ms)."""
 RSS_GROWTH = 0.10
+EVERY_LINE = {"SERVING_ERROR_LOG_BURST": "1000000"}
+"""The tests here count the lines of the requests they make: no repeat limit (`observability.repeats`; test_logs.py
+holds it)."""
 JSON = {"content-type": "application/json"}
 
 
@@ -71,7 +74,7 @@ class Stack:
 def clearml(tmp_path_factory, tiny_model) -> Iterator[Stack]:
     triton = start_triton(tmp_path_factory.mktemp("heavy-triton"), tiny_model, RenderOptions(), models=("encoder",))
     try:
-        gateway = start_gateway(tmp_path_factory.mktemp("heavy-gateway"), tiny_model, triton)
+        gateway = start_gateway(tmp_path_factory.mktemp("heavy-gateway"), tiny_model, triton, env=EVERY_LINE)
         try:
             procs = triton.launcher.procs + gateway.launcher.procs
             yield Stack(gateway, [proc.pid for _, proc in procs])
@@ -83,7 +86,7 @@ def clearml(tmp_path_factory, tiny_model) -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 def fastapi(tmp_path_factory, tiny_model) -> Iterator[Stack]:
-    server = start_http_stack(tmp_path_factory.mktemp("heavy-fastapi"), tiny_model, workers=2)
+    server = start_http_stack(tmp_path_factory.mktemp("heavy-fastapi"), tiny_model, workers=2, env=EVERY_LINE)
     try:
         yield Stack(server, [proc.pid for _, proc in server.launcher.procs])
     finally:

@@ -119,6 +119,18 @@ def test_status_gives_the_real_servers_pid_and_every_process_supervised(stack):
     assert stack.serve() == 200
 
 
+def test_every_file_under_the_run_directory_is_private_to_its_owner(stack):
+    """Before (issue 37): 10 of the 56 were open to others: `supervisor.json`, `supervisor.pid`, `logs/supervisor.log`
+    (written under the command's umask), the copied Triton backends (5, the wheel's modes) and the rendered models'
+    `model.py` (2, the source tree's modes)."""
+    assert stack.serve() == 200
+    entries = [stack.run_dir, *stack.run_dir.rglob("*")]
+    shared = {str(p.relative_to(stack.run_dir)): oct(p.lstat().st_mode & 0o777) for p in entries if not p.is_symlink()}
+    shared = {path: mode for path, mode in shared.items() if int(mode, 8) & 0o077}
+    print(f"\n{len(entries)} files and directories under the run directory; open to others: {len(shared)}")
+    assert shared == {}
+
+
 def test_a_killed_triton_is_restarted_and_the_gateway_answers_again(stack):
     before = stack.records()["triton"]
     os.kill(before["pid"], signal.SIGKILL)

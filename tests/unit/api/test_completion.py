@@ -67,3 +67,15 @@ def test_probes_scrapes_and_reads_write_no_line(lines):
     client = _client(200)
     client.get("/health/ready"), client.get("/metrics"), client.get("/serve/minilm"), client.get("/models/minilm")
     assert lines() == []
+
+
+def test_a_path_of_60000_characters_writes_a_short_line_with_its_length(lines):
+    """Before (issue 37): the raw path went into the message, `path` and `endpoint`: 180 KB of log per request."""
+    name = "a" * 60_000 + "%0A{injected}"  # the path as the server decodes it holds a newline
+    _client(404).post(f"/serve/{name}/7", json={})
+    (line,) = lines()
+    size = len(json.dumps(line))
+    print(f"\ncompletion line of a 60,000-character path: {size} bytes")
+    assert size < 1000 and line["route"] == "/serve" and line["status"] == 404
+    assert line["path"].endswith("... (60020 characters)") and line["endpoint"].endswith("... (60011 characters)")
+    assert "\n" not in line["msg"] and line["version"] == "7"

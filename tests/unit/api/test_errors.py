@@ -45,3 +45,12 @@ def test_a_serving_error_keeps_its_status_and_retry_after():
     response = asyncio.run(get("/unavailable"))
     assert response.status_code == 503 and response.headers["retry-after"] == "2"
     assert response.json()["error"]["message"] == "Triton is down"
+
+
+def test_an_unknown_route_s_404_and_405_carry_a_short_path():
+    """Before (issue 37): the 404 body echoed the whole path (60 KB for a 60,000-character one)."""
+    path = "/nothing/" + "b" * 60_000
+    response = asyncio.run(get(path))
+    message = response.json()["error"]["message"]
+    assert response.status_code == 404 and len(response.content) < 400, message
+    assert message.startswith("no route GET /nothing/bbb") and "(60009 characters)" in message

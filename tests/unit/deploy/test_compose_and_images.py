@@ -78,6 +78,15 @@ def reads(settings_class, variable: str) -> bool:
     return variable in {read.name for read in variables(settings_class)}
 
 
+def test_every_compose_service_logs_to_stdout_through_a_rotated_driver():
+    """Issue 37: logs rotate by size with a bounded number of files; in Compose, the runtime's json-file driver does it
+    (a service without `logging` would get the daemon's default, unbounded unless the host configured it)."""
+    for name, service in compose("docker-compose.yml")["services"].items():
+        logging = service.get("logging", {})
+        options = logging.get("options", {})
+        assert logging.get("driver") == "json-file" and {"max-size", "max-file"} <= set(options), name
+
+
 def test_every_variable_a_template_sets_is_a_setting_the_service_reads():
     """Each project process's variables against the names the settings class it builds reads (by prefix, or by a
     field's alias such as SERVING_STATE_URL, SERVING_RUN_DIR or MLFLOW_TRACKING_URI): a stale name fails here."""

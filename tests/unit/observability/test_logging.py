@@ -81,3 +81,20 @@ def test_a_long_or_unsafe_request_id_is_replaced_never_echoed(given):
     ours = answer.headers["x-request-id"]
     assert ours != given and ours == answer.text and len(ours) < 40
     print(f"\nx-request-id of {len(given)} characters -> answered {ours}")
+
+
+def test_a_traceback_holding_a_client_s_text_and_a_long_message_are_cut(captured):
+    """Before (issue 37): user code failing with a client's 60,000 characters in its exception wrote them whole,
+    in every line of its traceback that holds them."""
+    logger, lines = captured
+    try:
+        raise KeyError("k" * 60_000)
+    except KeyError:
+        logger.exception("process of endpoint '%s' failed", "x" * 20_000)
+    (entry,) = lines()
+    assert len(json.dumps(entry)) < 12_000
+    message, last = entry["msg"], entry["exc"].splitlines()[-1]
+    whole = len("process of endpoint '" + "x" * 20_000 + "' failed")
+    assert len(message) < 8100 and message.endswith(f"... ({whole} characters)")
+    assert "Traceback" in entry["exc"] and last.startswith("KeyError: 'kkk") and last.endswith(" characters)")
+    assert max(map(len, entry["exc"].splitlines())) < 1100

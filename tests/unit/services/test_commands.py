@@ -81,6 +81,21 @@ def test_logs_says_when_an_id_it_cannot_find_may_have_been_sampled_out(tmp_path)
     assert "only 0.1 of them" in result.output and "sampling" in result.output
 
 
+def test_logs_reads_the_rotated_files_too_in_time_order(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    line = '{{"ts": "2026-12-03T10:00:0{second}.000Z", "msg": "{msg}", "request_id": "{rid}"}}\n'
+    (logs / "api.log.2").write_text(line.format(second=1, msg="oldest", rid="r-1"))
+    (logs / "api.log.1").write_text(line.format(second=2, msg="older", rid="r-2"))
+    (logs / "api.log").write_text(line.format(second=3, msg="newest", rid="r-1"))
+    (logs / "controller.log").write_text(line.format(second=0, msg="first of all", rid="-"))
+    shown = serving(tmp_path, "logs", "--json").output.splitlines()
+    assert [json.loads(entry)["msg"] for entry in shown] == ["first of all", "oldest", "older", "newest"]
+    assert {json.loads(entry)["service"] for entry in shown} == {"api", "controller"}, "a rotated file's service"
+    found = serving(tmp_path, "logs", "--request-id", "r-1", "--json").output.splitlines()
+    assert [json.loads(entry)["msg"] for entry in found] == ["oldest", "newest"]
+
+
 def test_up_refuses_a_batching_that_is_neither_on_nor_off(tmp_path):
     result = serving(tmp_path, "up", "--batching", "maybe")
     assert result.exit_code == 2 and "BATCHING must be on or off, not 'maybe'" in result.output

@@ -79,7 +79,8 @@ WRITES_A_STORE = (
 
 def test_the_run_directory_and_what_its_processes_write_there_are_private(tmp_path):
     """A run directory left 0755 by hand, and a process (as the gateway or the controller) creating the embedded
-    state store and a secret under the command's umask 022: the directory becomes 0700, what it writes 0700/0600."""
+    state store and a secret under the command's umask 022: the directory becomes 0700, what it writes 0700/0600,
+    and so do the process's record and log (before, issue 37: 0644, written by the launcher under its umask)."""
     run = tmp_path / "run"
     run.mkdir(mode=0o755)
     run.chmod(0o755)
@@ -89,6 +90,7 @@ def test_the_run_directory_and_what_its_processes_write_there_are_private(tmp_pa
     modes = {str(p.relative_to(run)): p.stat().st_mode & 0o777 for p in [run, *run.rglob("*")]}
     assert modes["."] == modes["logs"] == modes["lifecycle"] == 0o700, modes
     assert modes["lifecycle/state.db"] == modes["admin-token"] == 0o600, modes
+    assert modes["store.pid"] == modes["store.json"] == modes["logs/store.log"] == 0o600, modes
 
 
 def test_one_error_names_every_taken_port_its_holder_and_a_free_one_to_give_instead():
