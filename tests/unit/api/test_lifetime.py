@@ -4,6 +4,7 @@ nothing (499 for the metrics) and is logged at INFO without a traceback; a quick
 
 import asyncio
 import logging
+import math
 import time
 
 import orjson
@@ -11,6 +12,9 @@ import pytest
 
 from services.api.lifetime import Lifetimes
 from services.common.deadline import deadline_var
+
+FOREVER = math.inf
+"""The length of work that only a cancellation ends: a request that returns at all did not wait for it."""
 
 
 class App:
@@ -77,25 +81,26 @@ def test_a_quick_request_is_answered_as_is_and_carries_its_deadline():
     app, client = App(0.0), Client()
     before = time.monotonic()
     serve(app, client, [(b"x-request-timeout", b"2.5")])
+    after = time.monotonic()
     assert client.status == 200 and not app.cancelled
-    assert 2.4 < app.deadline - before < 2.6
+    assert before + 2.5 <= app.deadline <= after + 2.5, "2.5 s from the request's arrival"
 
 
 def test_the_deadline_header_cancels_the_work_and_answers_504_in_time(caplog):
-    app, client = App(5.0), Client()
+    app, client = App(FOREVER), Client()
     with caplog.at_level(logging.INFO, "services.api.lifetime"):
         took = serve(app, client, [(b"x-request-timeout", b"0.2")])
-    assert client.status == 504 and app.cancelled
-    assert 0.2 <= took < 0.5, f"answered after {took:.2f} s"
+    assert client.status == 504 and app.cancelled  # answered at all: the work that never ends was not waited for
+    assert took >= 0.2, f"answered after {took:.2f} s, before the deadline"
     error = orjson.loads(client.sent[1]["body"])["error"]
     assert error["type"] == "deadline_exceeded" and "0.2 s" in error["message"]
     assert [r.levelno for r in caplog.records] == [logging.INFO]
 
 
 def test_the_servers_default_deadline_applies_and_a_longer_header_cannot_extend_it():
-    app, client = App(5.0), Client()
+    app, client = App(FOREVER), Client()
     took = serve(app, client, [(b"x-request-timeout", b"30")], default_timeout=0.2)
-    assert client.status == 504 and took < 0.5
+    assert client.status == 504 and 0.2 <= took < 30, f"answered after {took:.2f} s, not at the server's deadline"
 
 
 @pytest.mark.parametrize("value", [b"soon", b"-1", b"0", b"nan", b"inf"])
@@ -108,10 +113,10 @@ def test_a_deadline_header_that_is_not_a_positive_number_is_400(value):
 
 
 def test_a_client_leaving_after_its_body_cancels_the_work_logged_at_info_without_a_traceback(caplog):
-    app, client = App(5.0), Client(leave_after=0.1)
+    app, client = App(FOREVER), Client(leave_after=0.1)
     with caplog.at_level(logging.INFO):
-        took = serve(app, client)
-    assert app.cancelled and took < 0.5, f"the work went on {took:.2f} s"
+        serve(app, client)
+    assert app.cancelled, "the work (which never ends) was cancelled when the client left"
     assert client.status == 499, "nothing reaches the closed connection; the access metrics count 499"
     records = [r for r in caplog.records if r.name == "services.api.lifetime"]
     assert len(records) == 1 and records[0].levelno == logging.INFO and records[0].exc_info is None

@@ -1,6 +1,7 @@
 """The workers' HTTP protocol (`services.api.protocol`) fed bytes directly: the head's size bound is exact across
 reads, a request's body may come in the same read as its head, and the read deadline answers 408 to a request not in
-full in time (whether its head or its body is late), and never to one that arrived."""
+full in time (whether its head or its body is late), and never to one that arrived. Every scenario runs on a virtual
+clock (`tests.support.virtual_clock`): its sleeps and the protocol's deadlines are exact whatever the machine's load."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from uvicorn.config import Config
 from uvicorn.server import ServerState
 
 from services.api.protocol import LIMITS_KEY, GuardedHttpToolsProtocol, HttpLimits
+from tests.support import virtual_clock
 
 
 class Transport:
@@ -87,9 +89,9 @@ def test_a_head_at_the_limit_passes_and_one_byte_more_gets_431():
         return app, transport
 
     for piece in (1, 100, 1024, 4096):
-        app, transport = asyncio.run(scenario(1024, piece))
+        app, transport = virtual_clock.run(scenario(1024, piece))
         assert transport.written.startswith(b"HTTP/1.1 200 ") and app.seen == [b""] and not transport.closed
-        app, transport = asyncio.run(scenario(1025, piece))
+        app, transport = virtual_clock.run(scenario(1025, piece))
         assert transport.written.startswith(b"HTTP/1.1 431 ") and transport.closed and app.seen == []
         body = transport.written.split(b"\r\n\r\n", 1)[1]
         assert orjson.loads(body)["error"]["type"] == "header_too_large"
@@ -109,7 +111,7 @@ def test_a_body_may_share_a_read_with_its_head_whatever_its_size():
         await asyncio.sleep(0.01)
         return app, transport
 
-    app, transport = asyncio.run(scenario())
+    app, transport = virtual_clock.run(scenario())
     assert app.seen == [b"b" * 5000] * 3 and transport.written.count(b"HTTP/1.1 200 ") == 3
 
 
@@ -126,7 +128,7 @@ def test_a_request_late_in_its_head_or_its_body_gets_408_at_the_deadline():
     late_head = b"POST /serve/minilm HTTP/1.1\r\nHost: t\r\nX-Slow: "
     late_body = b"POST /serve/minilm HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n{"
     for sent in (late_head, late_body):
-        app, transport, early = asyncio.run(scenario(sent))
+        app, transport, early = virtual_clock.run(scenario(sent))
         assert early == b"" and transport.written.startswith(b"HTTP/1.1 408 ") and transport.closed
         assert orjson.loads(transport.written.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "request_timeout"
         assert transport.written.count(b"HTTP/1.1") == 1, "the app's own answer goes nowhere"
@@ -144,7 +146,7 @@ def test_a_request_that_arrived_is_never_timed_out():
         await asyncio.sleep(0.1)  # past the deadline, on a kept-alive idle connection
         return app, transport
 
-    app, transport = asyncio.run(scenario())
+    app, transport = virtual_clock.run(scenario())
     assert app.seen == [b"abcd"] and transport.written.startswith(b"HTTP/1.1 200 ") and not transport.closed
 
 
@@ -162,7 +164,7 @@ def test_pipelined_requests_over_the_head_bound_in_one_read_are_all_answered():
                 break
         return app, transport
 
-    app, transport = asyncio.run(scenario())
+    app, transport = virtual_clock.run(scenario())
     assert transport.written.count(b"HTTP/1.1 200 ") == 5 and not transport.closed
     assert app.seen == [b""] * 5
 
@@ -182,15 +184,15 @@ def test_a_big_body_arriving_slowly_but_steadily_gets_its_allowance():
         await asyncio.sleep(0.2)
         return app, transport
 
-    app, transport = asyncio.run(scenario(True))
+    app, transport = virtual_clock.run(scenario(True))
     assert transport.written.startswith(b"HTTP/1.1 200 ") and app.seen == [b"x" * 1000]
-    app, transport = asyncio.run(scenario(False))
+    app, transport = virtual_clock.run(scenario(False))
     assert transport.written.startswith(b"HTTP/1.1 408 ") and transport.closed
 
 
 def test_a_connection_that_sends_nothing_is_closed_at_the_read_deadline_and_one_that_speaks_is_not():
     async def scenario():
-        silent = connection(EchoApp(), HttpLimits(read_timeout=0.5))[1]  # wide margins: a busy host stalls the loop
+        silent = connection(EchoApp(), HttpLimits(read_timeout=0.5))[1]
         protocol, talking = connection(EchoApp(), HttpLimits(read_timeout=0.5))
         protocol.data_received(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n")
         await asyncio.sleep(0.05)
@@ -198,7 +200,7 @@ def test_a_connection_that_sends_nothing_is_closed_at_the_read_deadline_and_one_
         await asyncio.sleep(1.0)
         return silent, talking, early
 
-    silent, talking, early = asyncio.run(scenario())
+    silent, talking, early = virtual_clock.run(scenario())
     assert not early and silent.closed and silent.written == b"", "closed at the deadline, without an answer"
     assert talking.written.startswith(b"HTTP/1.1 200 ") and not talking.closed
 
@@ -241,7 +243,7 @@ def test_requests_pipelined_ahead_of_a_malformed_one_are_answered_before_its_400
     ]
     for data, limits, status, error_type in cases:
         for app in (EchoApp(), SlowApp(0.05)):
-            transport = asyncio.run(scenario(app, data, limits))
+            transport = virtual_clock.run(scenario(app, data, limits))
             answers = transport.written.split(b"HTTP/1.1 ")[1:]
             assert [a[:3] for a in answers] == [b"200", b"200", b"%d" % status], (data[-40:], transport.written)
             assert all(a.endswith(b"\r\n\r\n2") for a in answers[:2]), "both answers in full, bodies included"

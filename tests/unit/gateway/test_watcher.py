@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +56,14 @@ def write(path, endpoints: dict, bump: int = 0):
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + bump))  # a new stamp even within one clock tick
 
 
+async def until(condition, seconds: float = 60) -> None:
+    """Wait until `condition()` holds (work on another thread, e.g. an unload), failing after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time allowed"
+        await asyncio.sleep(0.01)
+
+
 def test_watcher_swaps_in_a_changed_file_and_keeps_the_last_good_one(tmp_path):
     path = tmp_path / "endpoints.json"
     write(path, {"a": {"engine": "custom"}})
@@ -67,8 +76,7 @@ def test_watcher_swaps_in_a_changed_file_and_keeps_the_last_good_one(tmp_path):
         write(path, {"a": {"engine": "custom"}, "b": {"engine": "custom"}}, bump=1)
         assert await watcher.check()
         assert watcher.resolve("b") == "b"
-        await asyncio.sleep(0.05)
-        assert first.unloaded, "the replaced set is unloaded once its grace period is over"
+        await until(lambda: first.unloaded)  # the replaced set is unloaded once its grace period is over
         path.write_text("{ not json")
         assert not await watcher.check()
         assert watcher.resolve("b") == "b", "still serving the previous configuration"
@@ -118,11 +126,18 @@ def test_chained_resolvers_are_asked_in_order_and_list_every_name(tmp_path):
     assert chain.names() == ["x", "x", "y"]
 
 
-def code(path, answer: str, load_seconds: float = 0.0, bump: int = 0) -> None:
-    """A custom endpoint's preprocess file answering `answer`, whose load() takes `load_seconds`."""
+def code(path, answer: str, bump: int = 0, gate: tuple[Path, Path] | None = None) -> None:
+    """A custom endpoint's preprocess file answering `answer`; with a `gate` (marker, go), its load() creates the
+    marker, then lasts until the go file exists."""
+    wait = (
+        f"pathlib.Path({str(gate[0])!r}).touch()\n"
+        f"        while not pathlib.Path({str(gate[1])!r}).exists():\n            time.sleep(0.01)\n"
+        if gate
+        else "pass\n"
+    )
     path.write_text(
-        "import time\n\n\nclass Preprocess:\n"
-        f"    def load(self, local_file_name):\n        time.sleep({load_seconds})\n\n"
+        "import pathlib\nimport time\n\n\nclass Preprocess:\n"
+        f"    def load(self, local_file_name):\n        {wait}\n"
         f"    def process(self, data, state, collect=None):\n        return {{'answer': {answer!r}}}\n"
     )
     stat = path.stat()
@@ -136,9 +151,10 @@ def configured(path):
 
 
 def test_a_preprocess_file_edited_again_during_a_slow_reload_is_served_once_the_reload_ends(tmp_path):
-    """The broken version takes 0.6 s to load; the fix is written 0.2 s into that reload. Before: the reload
-    stamped the files after it had read them, so the fix looked applied and the broken code kept serving."""
+    """The broken version's load() lasts until the fix has been written. Before: the reload stamped the files after
+    it had read them, so the fix looked applied and the broken code kept serving."""
     preprocess, path = tmp_path / "pre.py", tmp_path / "endpoints.json"
+    loading, go = tmp_path / "loading", tmp_path / "go"
     code(preprocess, "first")
     write(path, {"e": {"engine": "custom", "preprocess": "pre.py"}})
     watcher = FileWatcher(path, configured, interval=60)
@@ -148,17 +164,20 @@ def test_a_preprocess_file_edited_again_during_a_slow_reload_is_served_once_the_
 
     async def scenario():
         assert await answer() == "first"
-        code(preprocess, "broken", load_seconds=0.6, bump=1)
+        code(preprocess, "broken", bump=1, gate=(loading, go))
         reload = asyncio.create_task(watcher.check())
-        await asyncio.sleep(0.2)  # the broken version is imported, its load() still running
+        while not loading.exists():  # the broken version is imported, its load() running
+            await asyncio.sleep(0.01)
         code(preprocess, "fixed", bump=2)
-        started = time.monotonic()
+        go.touch()
         assert await reload
-        print(f"\nfix served {time.monotonic() - started:.2f} s after it was written, in the same check")
         assert await answer() == "fixed"
         assert not await watcher.check(), "nothing left to apply"
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    finally:
+        go.touch()  # a load still waiting ends
 
 
 def test_the_endpoint_file_edited_during_a_slow_reload_is_applied(tmp_path):

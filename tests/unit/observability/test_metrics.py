@@ -15,12 +15,14 @@ def sample(name: str, stage_name: str) -> float:
 def test_stage_timer_observes_the_time_spent_even_when_the_stage_fails():
     count = sample("serving_stage_duration_seconds_count", "unit-stage")
     total = sample("serving_stage_duration_seconds_sum", "unit-stage")
+    started = time.perf_counter()
     with stage("unit-stage"):
         time.sleep(0.02)
     with pytest.raises(RuntimeError), stage("unit-stage"):
         raise RuntimeError("boom")
+    both = time.perf_counter() - started
     assert sample("serving_stage_duration_seconds_count", "unit-stage") == count + 2
-    assert 0.02 <= sample("serving_stage_duration_seconds_sum", "unit-stage") - total < 1.0
+    assert 0.02 <= sample("serving_stage_duration_seconds_sum", "unit-stage") - total <= both
 
 
 def bucket_bounds(registry, name: str) -> list[float]:
