@@ -1,11 +1,19 @@
 """A stack for the benchmark driver, the tuning and the overload test: brought up on free ports with the launcher
-and process specs `make up` use, its processes' CPU and resident memory read from /proc, the batches Triton formed
-read from its metrics, and taken down."""
+and process specs `make up` use, measured only once every process has finished starting, its processes' CPU and
+resident memory read from /proc, the batches Triton formed read from its metrics, and taken down.
+
+Finished starting (`RunningStack.settle`): a process can be ready and still be starting. The lifecycle controller is
+ready as soon as it runs (it serves no port), then spends seconds of CPU importing MLflow and creating the
+registry's tables, and its first loop turns still add a sixth to its resident memory
+(docs/decisions/settled-stack.md). A stack is settled once every process of it is mostly asleep over a window: its
+threads ran or waited for a CPU less than half of it (a process that is starting wants a CPU all the time, on a busy
+machine too, where it waits for one) and its resident memory moved by less than 1%."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,6 +58,45 @@ def groups_rss(pgids: list[int]) -> dict[int, tuple[int, str, int]]:
         if int(fields[2]) in wanted:  # field 5: pgrp; field 24: rss in pages
             found[int(stat.parent.name)] = (int(fields[2]), name, int(fields[21]) * page)
     return found
+
+
+SETTLE_WINDOW = 2.0
+"""Seconds over which each process of a settled stack is mostly asleep (its idle loops wake every second or less)."""
+SETTLED_BUSY = 0.5
+"""The most of the window a settled process's threads may have run or waited to run, together."""
+SETTLED_GROWTH = 0.01
+"""The most a settled process's resident memory may move over the window."""
+
+
+def groups_activity(pgids: list[int]) -> dict[int, tuple[dict[int, int], int]]:
+    """Every live process of the process groups: pid -> (nanoseconds each of its threads has run or waited to run so
+    far, by thread id, from /proc/<pid>/task/<tid>/schedstat; resident bytes)."""
+    activity = {}
+    for pid, (_, _, rss) in groups_rss(pgids).items():
+        threads = {}
+        for stat in Path(f"/proc/{pid}/task").glob("[0-9]*/schedstat"):
+            try:
+                ran, waited = stat.read_text().split()[:2]
+            except (OSError, ValueError):
+                continue  # the thread ended
+            threads[int(stat.parent.name)] = int(ran) + int(waited)
+        activity[pid] = (threads, rss)
+    return activity
+
+
+def still_starting(
+    before: dict[int, tuple[dict[int, int], int]], after: dict[int, tuple[dict[int, int], int]], seconds: float
+) -> dict[int, tuple[float, float]]:
+    """The processes present at both readings, `seconds` apart, that were not mostly asleep between them: pid ->
+    (the share of the time its threads ran or waited to run, its resident memory's relative growth)."""
+    busy = {}
+    for pid in before.keys() & after.keys():
+        (threads, rss), (threads_after, rss_after) = before[pid], after[pid]
+        share = sum(threads_after[t] - threads[t] for t in threads.keys() & threads_after.keys()) / (seconds * 1e9)
+        growth = rss_after / rss - 1 if rss else 0.0
+        if share >= SETTLED_BUSY or abs(growth) >= SETTLED_GROWTH:
+            busy[pid] = (share, growth)
+    return busy
 
 
 @dataclass
@@ -109,6 +156,28 @@ class RunningStack:
                 totals[name] += float(line.rsplit(" ", 1)[1])
         return totals["nv_inference_count"], totals["nv_inference_exec_count"]
 
+    def settle(self, timeout: float = 240, window: float = SETTLE_WINDOW) -> float:
+        """Wait until every process of the stack has finished starting (mostly asleep over `window` seconds, its
+        memory steady); returns the seconds waited. RuntimeError naming the processes still busy after `timeout`."""
+        start = time.monotonic()
+        names = {pgid: name for name, pgid in self.groups().items()}
+        while True:
+            before, began = groups_activity(list(names)), time.monotonic()
+            time.sleep(window)
+            after, ended = groups_activity(list(names)), time.monotonic()
+            busy = still_starting(before, after, ended - began)
+            if not busy:
+                return ended - start
+            if ended - start > timeout:
+                groups = groups_rss(list(names))
+                described = "; ".join(
+                    f"{names[groups[pid][0]]} (pid {pid}) ran or waited to run {share:.0%} of the last "
+                    f"{ended - began:.1f} s, its memory {growth:+.1%}"
+                    for pid, (share, growth) in busy.items()
+                    if pid in groups
+                )
+                raise RuntimeError(f"the stack had not finished starting {timeout:g} s after it was ready: {described}")
+
     def rss(self) -> dict[str, int]:
         """Resident bytes of every process of the stack, keyed `group/command/pid` (gunicorn's workers, Triton's
         Python-backend stubs each by name)."""
@@ -133,8 +202,9 @@ def running_stack(
     sim_per_token_us: float = DEFAULT_PER_TOKEN_US,
 ) -> Iterator[RunningStack]:
     """The stack on free ports in a temporary run directory, its encoder on `device` (cpu, or the simulated
-    accelerator: sim); with `traces`, its own trace receiver too, tracing only what the load generator samples
-    (ratio 0 for requests without a context)."""
+    accelerator: sim), every process ready and settled (`RunningStack.settle`, within `timeout` too); with `traces`,
+    its own trace receiver too, tracing only what the load generator samples (ratio 0 for requests without a
+    context)."""
     with tempfile.TemporaryDirectory() as run_dir:
         options = StackOptions(
             stack=stack,
@@ -162,7 +232,9 @@ def running_stack(
             specs = minimal_processes(options) if stack == "minimal" else stack_processes(options)
             for spec in specs:
                 launcher.start_ready(spec, detach=True, timeout=timeout)
-            yield RunningStack(options, launcher)
+            running = RunningStack(options, launcher)
+            running.settle(timeout)
+            yield running
         finally:
             launcher.stop_all()
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # The trimmer's thread runs a release that spends its time in ONNX Runtime (C++ behind pybind11, the GIL released),
 # every run of it after the main thread has begun to end the interpreter. Before the trimmer stopped its thread at
 # exit, the check at exit found the release unfinished every time and the process aborted ("terminate called without
-# an active exception", SIGABRT) in about 4 runs of 10.
+# an active exception", SIGABRT) in 6 runs of 20.
 EXITS_DURING_A_RELEASE = """
 import atexit, threading
 import numpy as np, onnxruntime as ort
