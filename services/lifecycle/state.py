@@ -231,8 +231,9 @@ class DeploymentStore:
             self._ready = True
 
     def _create_or_check(self) -> None:
+        seen = self.memory.seen()  # before the shape: another process may create the store and record it between
         try:
-            create = may_create(shape(self.engine, self.path), self.memory.seen(), self.backend)
+            create = may_create(shape(self.engine, self.path), seen, self.backend)
         except Lost as lost:
             raise StateLost(self.url, lost) from None
         if create and self.path is not None:
