@@ -26,6 +26,7 @@ from services.common.names import (
     printable,
     shown,
 )
+from services.triton.repository import MODELS
 
 VersionPhase = Literal["loading", "live", "draining", "rejected"]
 
@@ -42,12 +43,31 @@ LARGEST_WEIGHT = 1e6
 """The largest canary weight (weights are relative: 90 and 10, or 0.9 and 0.1)."""
 LONGEST_TEXT = 10_000
 """Characters of a reason, an outcome or a recorded path at most."""
+LARGEST_DOCUMENT = 8 << 20
+"""Bytes of a whole state document at most: every process parses it again each time it moves, and gateways show
+parts of it on open routes."""
+LARGEST_COUNT = 2**53
+"""The largest restore epoch or revision: a count JSON, Python and both databases hold exactly, with room to grow
+(an epoch is a time in milliseconds, ~1.8e12 today)."""
 
 
 def _endpoint_name(name: str) -> str:
     if not is_valid_name(name):
         raise ValueError(f"endpoint name {shown(name)} is not valid: use {RULE}")
+    if name in MODELS:
+        raise ValueError(f"endpoint name {shown(name)} is one of the stack's own Triton models {list(MODELS)}")
     return name
+
+
+def _escaped(limit: int):
+    """A validator: a text with its control characters escaped (a newline as `\\n`) and cut to `limit`, so that a
+    reason or an outcome reaches an operator's terminal as text, never as escape sequences, and stays valid when the
+    state is read again."""
+
+    def escape(text: str) -> str:
+        return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")[:limit]
+
+    return AfterValidator(escape)
 
 
 def _version(version: str) -> str:
@@ -69,7 +89,7 @@ VersionKey = Annotated[str, AfterValidator(_version)]
 """A registry version number: a directory under its endpoint's."""
 RegisteredName = Annotated[str, AfterValidator(_registered_name)]
 """An MLflow registered model name (MLflow's rule)."""
-Text = Annotated[str, Field(max_length=LONGEST_TEXT)]
+Text = Annotated[str, Field(max_length=LONGEST_TEXT), _escaped(LONGEST_TEXT)]
 
 
 class StateModel(BaseModel):
@@ -83,13 +103,13 @@ class VersionState(StateModel):
     """The registry version; also the version directory in Triton's model repository. Equal to its key in
     `EndpointState.versions`."""
     state: VersionPhase = "loading"
-    model_dir: Text | None = None
+    model_dir: Annotated[str, Field(max_length=LONGEST_TEXT)] | None = None
     """Where the controller fetched the version's artifacts (manifest, tokenizer, ONNX file), as a record: every
     process finds a version's files under its own models directory (`<models_dir>/<endpoint>/<version>/model`), never
     at a path the state names."""
     reason: Text | None = None
     """Why it was rejected, or why a rollout rolled it back."""
-    deployed_at: Annotated[str, Field(max_length=64)] | None = None
+    deployed_at: Annotated[str, Field(max_length=64), _escaped(64)] | None = None
     drain_started: float | None = Field(None, ge=0)
     lineage: dict = Field(default_factory=dict)
     """Registry name and version, run ids and URLs, data set, artifact hashes (see `services.registry`)."""
@@ -229,6 +249,10 @@ class StateInvalid(ConfigurationError):
 def parse(document: str | bytes, lead: str = "the deployment state is invalid") -> Deployments:
     """`document` as a state, validated whole; else `StateInvalid`, its message `lead` and the fields that break a
     rule."""
+    if not isinstance(document, str | bytes):
+        raise StateInvalid(lead, f"the document is {type(document).__name__}, not JSON text")
+    if len(document) > LARGEST_DOCUMENT:
+        raise StateInvalid(lead, f"the document is {len(document):,} characters, over {LARGEST_DOCUMENT:,}")
     try:
         return Deployments.model_validate_json(document)
     except ValidationError as error:
@@ -245,3 +269,13 @@ def problems(error: ValidationError, most: int = 3) -> str:
         said.append(f"{where}: {rule}" if where else rule)
     more = error.error_count() - most
     return "; ".join(said) + (f" (and {more} more)" if more > 0 else "")
+
+
+def checked_counts(
+    epoch: object, revision: object, lead: str = "the deployment state's stamp is invalid"
+) -> tuple[int, int]:
+    """A stored restore epoch and revision, each a count in [0, `LARGEST_COUNT`]; else `StateInvalid`."""
+    for name, value in (("epoch", epoch), ("revision", revision)):
+        if type(value) is not int or not 0 <= value <= LARGEST_COUNT:
+            raise StateInvalid(lead, f"{name} {printable(repr(value))} is not a count in [0, {LARGEST_COUNT}]")
+    return epoch, revision  # type: ignore[return-value]

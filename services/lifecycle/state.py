@@ -35,6 +35,7 @@ from services.lifecycle.deployments import (
     StateInvalid,
     VersionPhase,
     VersionState,
+    checked_counts,
     dump,
     parse,
 )
@@ -118,7 +119,7 @@ class DeploymentStore:
         seen = self.memory.seen()
         with self._reachable(), self.engine.connect() as conn:
             row = conn.execute(select(DOCUMENT.c.epoch, DOCUMENT.c.revision).where(DOCUMENT.c.id == 1)).first()
-        stamp = Stamp(row.epoch, row.revision) if row is not None else Stamp(0, 0)
+        stamp = Stamp(*checked_counts(row.epoch, row.revision)) if row is not None else Stamp(0, 0)
         self._check(stamp, seen)
         return stamp
 
@@ -196,7 +197,7 @@ class DeploymentStore:
             row = conn.execute(select(*columns).where(DOCUMENT.c.id == 1)).first()
         if row is None:  # deleted by hand: not an empty state (every gateway would drop its endpoints)
             raise ConfigurationError(f"the deployment state's row is missing from table {DOCUMENT.name}")
-        return Stamp(row.epoch, row.revision), row.document
+        return Stamp(*checked_counts(row.epoch, row.revision)), row.document
 
     def _swap(self, stamp: Stamp, document: str) -> bool:
         """Write `document` as the next revision if the stored state is still `stamp`; False if another won."""

@@ -31,7 +31,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from services.common.errors import ConfigurationError
-from services.lifecycle.deployments import Deployments, dump, parse
+from services.lifecycle.deployments import Deployments, checked_counts, dump, parse
 from services.lifecycle.state import DeploymentStore, Stamp
 from services.lifecycle.state_db import (
     BUSY_TIMEOUT,
@@ -107,7 +107,9 @@ def _accept(store: DeploymentStore, now_ms: int) -> Summary:
         row = conn.execute(DOCUMENT.select().with_only_columns(*columns).where(DOCUMENT.c.id == 1)).first()
         if row is None:
             raise ConfigurationError(f"{store.url} has no state to accept (its row is missing); restore a backup")
-        state = parse(row.document, f"the state in {store.url} is not a valid deployment state; nothing accepted")
+        lead = f"the state in {store.url} is not a valid deployment state; nothing accepted"
+        checked_counts(row.epoch, row.revision, lead)
+        state = parse(row.document, lead)
         epoch = next_epoch(now_ms, row.epoch, *_epochs_known(store))
         conn.execute(DOCUMENT.update().where(DOCUMENT.c.id == 1).values(epoch=epoch))
     store.read()
@@ -141,10 +143,7 @@ def read_backup(source: Path) -> tuple[Stamp, Deployments]:
     if row is None:
         raise ConfigurationError(f"{source} holds no deployment state (table {DOCUMENT.name} has no row)")
     epoch, revision, document = row
-    if not (isinstance(epoch, int) and isinstance(revision, int) and epoch >= 0 and revision >= 0):
-        raise ConfigurationError(
-            f"{source}: the state's epoch and revision are not counts ({epoch!r:.40}, {revision!r:.40})"
-        )
+    checked_counts(epoch, revision, f"{source} is not a valid deployment state")
     if not isinstance(document, str):
         raise ConfigurationError(f"{source}: the state's document is not text")
     return Stamp(epoch, revision), parse(document, f"{source} is not a valid deployment state")

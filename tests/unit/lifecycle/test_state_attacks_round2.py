@@ -1,0 +1,56 @@
+"""What a fresh-eyes attack on the validated state still got through: the stack's own Triton models as endpoint
+names, terminal escapes in reasons, a document of any size, and stamps that are no counts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from services.lifecycle.deployments import LARGEST_COUNT, LARGEST_DOCUMENT, StateInvalid, checked_counts, parse
+from services.lifecycle.state import DeploymentStore
+
+
+@pytest.mark.parametrize("name", ["encoder", "tokenizer", "ensemble"])
+def test_the_stacks_own_triton_models_are_no_endpoint_names(name):
+    document = {"endpoints": {name: {"versions": {"1": {"version": "1", "state": "draining", "drain_started": 0}}}}}
+    with pytest.raises(StateInvalid, match="the stack's own Triton models"):
+        parse(json.dumps(document))
+
+
+def test_control_characters_in_a_reason_reach_nobody_as_escape_sequences():
+    reason = "\x1b[2J\x1b]0;owned\x07\r\nfake line\u202e" + "x" * 9_900
+    document = {"endpoints": {"e": {"versions": {"1": {"version": "1", "state": "rejected", "reason": reason}}}}}
+    shown = parse(json.dumps(document)).endpoints["e"].versions["1"].reason
+    assert shown.isprintable() and "\\x1b[2J" in shown and "\\r\\n" in shown
+    assert len(shown) <= 10_000, "still valid when the state is read again"
+    again = {"endpoints": {"e": {"versions": {"1": {"version": "1", "state": "rejected", "reason": shown}}}}}
+    assert parse(json.dumps(again)).endpoints["e"].versions["1"].reason == shown
+
+
+def test_a_document_over_the_bound_is_refused_before_it_is_parsed():
+    document = json.dumps({"endpoints": {}, "pad": "x" * LARGEST_DOCUMENT})
+    with pytest.raises(StateInvalid, match="over"):
+        parse(document)
+
+
+@pytest.mark.parametrize(
+    "epoch, revision", [("abc", 1), (1, "x"), (1.5, 2), (LARGEST_COUNT + 1, 0), (0, 2**63 - 1), (-1, 0), (True, 1)]
+)
+def test_a_stamp_that_is_no_count_is_refused(epoch, revision):
+    with pytest.raises(StateInvalid, match="is not a count"):
+        checked_counts(epoch, revision)
+
+
+def test_a_store_whose_revision_was_made_text_is_invalid_not_a_crash(tmp_path):
+    path = tmp_path / "state.db"
+    store = DeploymentStore.open(f"sqlite:///{path}")
+    store.update(lambda s: None)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE serving_deployment_state SET revision = 'abc'")
+    with pytest.raises(StateInvalid, match="revision"):
+        store.stamp()
+    with pytest.raises(StateInvalid, match="revision"):
+        store.read()
+    store.close()
