@@ -26,7 +26,6 @@ from services.common.names import (
     printable,
     shown,
 )
-from services.triton.repository import MODELS
 
 VersionPhase = Literal["loading", "live", "draining", "rejected"]
 
@@ -54,8 +53,6 @@ LARGEST_COUNT = 2**53
 def _endpoint_name(name: str) -> str:
     if not is_valid_name(name):
         raise ValueError(f"endpoint name {shown(name)} is not valid: use {RULE}")
-    if name in MODELS:
-        raise ValueError(f"endpoint name {shown(name)} is one of the stack's own Triton models {list(MODELS)}")
     return name
 
 

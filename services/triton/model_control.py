@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from services.common.confined import within
+from services.common.confined import OutsideBase, within
 from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, Manifest
 from services.common.errors import ConfigurationError, Unavailable
 from services.common.names import check_name
@@ -52,6 +52,13 @@ class TritonModels:
         self.timeout = timeout
         self.headers = {HEADER: control_key} if control_key else {}
 
+    def _deployed(self, model: str) -> Path:
+        """A deployed model's directory in the repository; the stack's own models (`MODELS`) are never placed,
+        removed, loaded or unloaded by name from the state."""
+        if model in MODELS:
+            raise OutsideBase(f"'{model}' is one of the stack's own Triton models {list(MODELS)}, not a deployed one")
+        return within(self.repository, model)
+
     def placed(self, model: str, version: str) -> bool:
         return within(self.repository, model, version).is_dir()
 
@@ -67,12 +74,12 @@ class TritonModels:
 
     def forget(self, model: str) -> None:
         """Remove a model's directory (its config included) from the repository: it has no version left."""
-        shutil.rmtree(within(self.repository, model), ignore_errors=True)
+        shutil.rmtree(self._deployed(model), ignore_errors=True)
 
     def place(self, model: str, version: str, model_dir: Path) -> None:
         """`model_dir` (the caller's own fetched copy, `services.lifecycle.model_dirs`) as version `version` of
         `model`: linked (local) or copied (container) into the repository."""
-        root, target = within(self.repository, model), within(self.repository, model, version)
+        root, target = self._deployed(model), within(self._deployed(model), version)
         manifest = Manifest.load(model_dir)
         root.mkdir(parents=True, exist_ok=True)
         config = root / "config.pbtxt"
@@ -89,12 +96,12 @@ class TritonModels:
             shutil.copy2(model_dir / MODEL_FILE, target / MODEL_FILE)
 
     def remove(self, model: str, version: str) -> None:
-        shutil.rmtree(within(self.repository, model, version), ignore_errors=True)
+        shutil.rmtree(within(self._deployed(model), version), ignore_errors=True)
 
     def load(self, model: str) -> None:
         """Load (or reload) `model` with the versions now in its directory; a model left with no version is
         unloaded instead."""
-        root = within(self.repository, model)
+        root = self._deployed(model)
         has_versions = root.is_dir() and any(p.name.isdigit() for p in root.iterdir())
         action = "load" if has_versions else "unload"
         try:

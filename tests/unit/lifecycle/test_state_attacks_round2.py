@@ -1,5 +1,5 @@
-"""What a fresh-eyes attack on the validated state still got through: the stack's own Triton models as endpoint
-names, terminal escapes in reasons, a document of any size, and stamps that are no counts."""
+"""What a fresh-eyes attack on the validated state still got through: the stack's own Triton models removed by
+name, terminal escapes in reasons, a document of any size, and stamps that are no counts."""
 
 from __future__ import annotations
 
@@ -8,15 +8,20 @@ import sqlite3
 
 import pytest
 
+from services.common.confined import OutsideBase
 from services.lifecycle.deployments import LARGEST_COUNT, LARGEST_DOCUMENT, StateInvalid, checked_counts, parse
 from services.lifecycle.state import DeploymentStore
+from services.triton.model_control import TritonModels
 
 
 @pytest.mark.parametrize("name", ["encoder", "tokenizer", "ensemble"])
-def test_the_stacks_own_triton_models_are_no_endpoint_names(name):
-    document = {"endpoints": {name: {"versions": {"1": {"version": "1", "state": "draining", "drain_started": 0}}}}}
-    with pytest.raises(StateInvalid, match="the stack's own Triton models"):
-        parse(json.dumps(document))
+def test_the_stacks_own_triton_models_are_never_removed_by_name_from_the_state(tmp_path, name):
+    (tmp_path / name / "1").mkdir(parents=True)
+    models = TritonModels(tmp_path, "http://127.0.0.1:9", control_key=None)
+    for act in (lambda: models.remove(name, "1"), lambda: models.forget(name), lambda: models.load(name)):
+        with pytest.raises(OutsideBase, match="the stack's own Triton models"):
+            act()
+    assert (tmp_path / name / "1").is_dir()
 
 
 def test_control_characters_in_a_reason_reach_nobody_as_escape_sequences():
