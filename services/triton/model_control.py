@@ -79,7 +79,8 @@ class TritonModels:
     def place(self, model: str, version: str, model_dir: Path) -> None:
         """`model_dir` (the caller's own fetched copy, `services.lifecycle.model_dirs`) as version `version` of
         `model`: linked (local) or copied (container) into the repository."""
-        root, target = self._deployed(model), within(self._deployed(model), version)
+        root = self._deployed(model)
+        target = within(root, version)
         manifest = Manifest.load(model_dir)
         root.mkdir(parents=True, exist_ok=True)
         config = root / "config.pbtxt"

@@ -40,6 +40,14 @@ def escaping(directory: Path, version: str = "important", phase: str = "draining
     return json.dumps({"endpoints": {name: {"versions": {version: record}}}})
 
 
+def victim_dir(base: Path) -> Path:
+    """A directory no process of the stack has business with, `base/victim`, holding `important/keep`: what an
+    `escaping` state aims at."""
+    (base / "victim" / "important").mkdir(parents=True)
+    (base / "victim" / "important" / "keep").write_text("kept")
+    return base / "victim"
+
+
 def controllers_copy(models_dir: Path, endpoint: str, version: str, model_dir: Path) -> Path:
     """`model_dir` as the controller's fetched copy of `version` of `endpoint` in its models directory `models_dir`,
     where a gateway of its host reads it (`GATEWAY_CONTROLLER_MODELS_DIR`); returns the copy."""

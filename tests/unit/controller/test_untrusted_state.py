@@ -16,15 +16,12 @@ from services.controller.triton_sync import TritonSync
 from services.lifecycle.state import StateInvalid
 from services.triton.model_control import TritonModels
 from services.triton.repository import RenderOptions
-from tests.support.state import escaping, write_document
+from tests.support.state import escaping, victim_dir, write_document
 
 
 @pytest.fixture
 def victim(tmp_path):
-    """A directory the controller has no business with, holding `important/keep`."""
-    (tmp_path / "victim" / "important").mkdir(parents=True)
-    (tmp_path / "victim" / "important" / "keep").write_text("kept")
-    return tmp_path / "victim"
+    return victim_dir(tmp_path)
 
 
 def intact(victim) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from services.common.confined import OutsideBase
 from services.common.contract import checked_hashes
 from services.lifecycle.state import StateInvalid
-from tests.support.state import escaping, write_document
+from tests.support.state import escaping, victim_dir, write_document
 from tests.unit.replica.agent_world import Replica
 
 
@@ -27,9 +27,7 @@ def replica(tmp_path) -> Replica:
 
 @pytest.fixture
 def victim(tmp_path):
-    (tmp_path / "victim" / "important").mkdir(parents=True)
-    (tmp_path / "victim" / "important" / "keep").write_text("kept")
-    return tmp_path / "victim"
+    return victim_dir(tmp_path)
 
 
 def untouched(victim) -> bool:
