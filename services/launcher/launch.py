@@ -123,4 +123,6 @@ class Launcher:
         for spec, proc in reversed(self.procs):
             stop_group(proc.pid, spec.stop_timeout)
             remove_record(self.run_dir, spec.name)
+            if spec.cleanup:
+                spec.cleanup()
         self.procs.clear()

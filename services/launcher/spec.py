@@ -31,6 +31,8 @@ class ProcessSpec:
     prepare: Callable[[], None] | None = None
     """Runs before each start, the first and every restart (e.g. a fresh directory for prometheus_client's files:
     a dead process's files would add up with the new one's)."""
+    cleanup: Callable[[], None] | None = None
+    """Runs once the launcher has stopped the process (e.g. removing the directory `prepare` filled)."""
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:

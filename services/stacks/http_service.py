@@ -3,16 +3,15 @@ through the environment their settings class reads (`services.common.settings_en
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from services.common.private import private_dir
 from services.common.settings import ApiSettings
 from services.common.settings_env import to_env
 from services.launcher import ProcessSpec, local_address
+from services.stacks.metrics_dir import metrics_link, remove_metrics_dir, renew
 from services.stacks.options import StackOptions
 
 
@@ -42,14 +41,15 @@ def http_service(
         app,
     ]
     env = http_env(options, name=name, settings=settings, values=values) | (extra_env or {})
-    multiproc = Path(env["PROMETHEUS_MULTIPROC_DIR"])
+    link = Path(env["PROMETHEUS_MULTIPROC_DIR"])
     return ProcessSpec(
         name=name,
         argv=argv,
         env=env,
         ports=[options.port],
         ready_url=f"http://{local_address(options.host)}:{options.port}/health/ready",
-        prepare=lambda: fresh_dir(multiproc),
+        prepare=lambda: renew(link),
+        cleanup=lambda: remove_metrics_dir(link),
     )
 
 
@@ -88,16 +88,4 @@ def http_env(
     if observability:
         fields["observability"] = observability
     env = to_env(settings.model_validate(fields | dict(values or {})))
-    return env | {"PROMETHEUS_MULTIPROC_DIR": _multiproc_dir(options, name)}
-
-
-def _multiproc_dir(options: StackOptions, name: str) -> str:
-    """A fresh directory for the workers' prometheus_client files (counts of a previous run would add up); made
-    fresh again before each start (`ProcessSpec.prepare`): a master killed with its workers leaves their files."""
-    return str(fresh_dir(options.run_dir / f"prometheus-{name}").resolve())
-
-
-def fresh_dir(path: Path) -> Path:
-    """`path` as a new empty directory, its owner's alone."""
-    shutil.rmtree(path, ignore_errors=True)
-    return private_dir(path)
+    return env | {"PROMETHEUS_MULTIPROC_DIR": str(metrics_link(options.run_dir, name))}

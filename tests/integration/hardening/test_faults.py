@@ -46,3 +46,40 @@ def test_a_full_log_device_does_not_stop_serving_nor_a_worker_restart(tmp_path, 
             server.launcher.stop_all()
     finally:
         subprocess.run(["umount", "-l", str(logs)], check=False)
+
+
+def test_a_full_run_directory_disk_stops_no_request_nor_a_worker_restart(tmp_path, tiny_model):
+    """Before: the workers' prometheus-client files were memory-mapped under the run directory, and a worker that
+    touched a page the full disk could not back died of SIGBUS, as did every worker gunicorn started in its place."""
+    run = tmp_path / "run"
+    run.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(run)], check=True)
+    try:
+        server = start_http_stack(run, tiny_model, workers=2, env={"SERVING_OBSERVABILITY__LOG_JSON": "true"})
+        try:
+            with server.client() as client:
+                assert client.post("/serve/minilm", json={"text": "before"}).status_code == 200
+                descriptor = os.open(run / "filler", os.O_WRONLY | os.O_CREAT)
+                try:
+                    while os.write(descriptor, b"x" * 65536):
+                        pass
+                except OSError as full:
+                    print(f"\nthe run directory's disk: {full.strerror}")
+                finally:
+                    os.close(descriptor)
+                for victim in sorted(worker_pids(server.pid)):  # each worker replaced on the full disk
+                    os.kill(victim, signal.SIGKILL)
+                    deadline = time.monotonic() + 60
+                    while len(worker_pids(server.pid) - {victim}) < 2:
+                        assert time.monotonic() < deadline, "the worker was not replaced"
+                        time.sleep(0.2)
+                workers = worker_pids(server.pid)
+                codes = [client.post("/serve/minilm", json={"text": f"after {i}"}).status_code for i in range(100)]
+                codes += [client.post("/serve/nothing-here", json={"text": "x"}).status_code]
+                codes += [client.get(path).status_code for path in ("/metrics", "/health/ready")]
+            assert codes == [200] * 100 + [404, 200, 200], codes
+            assert worker_pids(server.pid) == workers, "no worker died after its start"
+        finally:
+            server.launcher.stop_all()
+    finally:
+        subprocess.run(["umount", "-l", str(run)], check=False)

@@ -11,6 +11,7 @@ from services.stacks import (
     STACKS,
     StackOptions,
     Tuning,
+    metrics_dir,
     port_claims,
     read_stack_info,
     stack_processes,
@@ -19,6 +20,15 @@ from services.stacks import (
 from services.triton.model_config import parse
 from services.triton.server import TritonPorts
 from tests.support.models import UNIT_MAX_LENGTH, unit_model_dir
+
+
+@pytest.fixture(autouse=True)
+def memory_fs(tmp_path, monkeypatch) -> Path:
+    """The HTTP services' metrics directories made in the test's own stand-in for /dev/shm, not the machine's."""
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    monkeypatch.setattr(metrics_dir, "MEMORY_FS", shm)
+    return shm
 
 
 @pytest.fixture
@@ -143,10 +153,42 @@ def test_with_json_logs_the_recorded_process_becomes_tritonserver_itself(options
 
 def test_a_restarted_http_service_gets_a_fresh_metrics_directory(options):
     _, gateway, _ = stack_processes(options)
+    gateway.prepare()
     left = Path(gateway.env["PROMETHEUS_MULTIPROC_DIR"]) / "counter_12345.db"
     left.write_bytes(b"a dead worker's counts")
     gateway.prepare()
     assert not left.exists() and left.parent.is_dir()
+
+
+def test_the_metrics_directory_is_in_memory_linked_from_the_run_directory_and_removed_at_the_stop(options, memory_fs):
+    _, gateway, _ = stack_processes(options)
+    link = Path(gateway.env["PROMETHEUS_MULTIPROC_DIR"])
+    assert link == options.run_dir.resolve() / "prometheus-gateway" and list(memory_fs.iterdir()) == []
+    gateway.prepare()
+    made = link.resolve()
+    assert made.parent == memory_fs and made.stat().st_mode & 0o777 == 0o700
+    gateway.prepare()
+    assert not made.exists() and link.resolve().parent == memory_fs, "each start removes what the last one left"
+    gateway.cleanup()
+    assert not link.exists() and list(memory_fs.iterdir()) == []
+
+
+def test_a_link_to_anything_but_a_metrics_directory_of_ours_is_dropped_and_its_target_kept(tmp_path, memory_fs):
+    elsewhere, lookalike = tmp_path / "precious", memory_fs / "precious"
+    for target in (elsewhere, lookalike):
+        target.mkdir()
+        (target / "file").write_text("kept")
+        link = tmp_path / "run" / "prometheus-gateway"
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(target)
+        metrics_dir.remove_metrics_dir(link)
+        assert not link.is_symlink() and (target / "file").read_text() == "kept"
+
+
+def test_without_a_writable_memory_filesystem_the_directory_is_in_the_run_directory(tmp_path, monkeypatch):
+    monkeypatch.setattr(metrics_dir, "MEMORY_FS", tmp_path / "no-shm")
+    made = metrics_dir.renew(metrics_dir.metrics_link(tmp_path / "run", "api"))
+    assert made == tmp_path / "run" / "prometheus-api" and made.is_dir() and not made.is_symlink()
 
 
 def test_the_options_survive_the_trip_to_the_detached_supervisor(options):
