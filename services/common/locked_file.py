@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from services.common.private import made_private, open_private
+
 S = TypeVar("S")
 T = TypeVar("T")
 
@@ -28,8 +30,8 @@ class LockedFile:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Exclusive against every other writer of the file, in any process; released if the holder dies."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_path, "a") as lock:
+        made_private(self.path.parent)
+        with os.fdopen(open_private(self.lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -38,9 +40,10 @@ class LockedFile:
 
     def replace(self, text: str) -> None:
         """Write `text` as the file's new content in one step (call it under `locked`). Flushed to disk before the
-        rename, so a crash leaves the old version or the new one, never an empty file."""
+        rename, so a crash leaves the old version or the new one, never an empty file. The file is its owner's alone
+        (0600)."""
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w") as out:
+        with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())

@@ -25,13 +25,33 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def private_file(path: Path) -> Path:
-    """`path`, an empty file if missing, readable and writable by its owner only (0600)."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
+def made_private(path: Path) -> Path:
+    """`path` as a directory; the ones missing on the way to it (it included) made 0700, whatever the umask; the ones
+    that exist left as they are (a directory the user chose keeps its modes)."""
+    missing = [parent for parent in [path, *path.parents] if not parent.exists()]
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue  # another process made it first
+        directory.chmod(DIR_MODE)  # mkdir's mode passes through the umask
+    return path
+
+
+def open_private(path: Path, flags: int) -> int:
+    """A descriptor of `path` opened with `flags` (os.O_*; with os.O_CREAT it is made if missing), the file 0600."""
+    descriptor = os.open(path, flags, FILE_MODE)
     try:
         os.fchmod(descriptor, FILE_MODE)
-    finally:
+    except OSError:
         os.close(descriptor)
+        raise
+    return descriptor
+
+
+def private_file(path: Path) -> Path:
+    """`path`, an empty file if missing, readable and writable by its owner only (0600)."""
+    os.close(open_private(path, os.O_WRONLY | os.O_CREAT))
     return path
 
 

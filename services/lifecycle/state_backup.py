@@ -31,6 +31,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from services.common.errors import ConfigurationError
+from services.common.private import private_file
 from services.lifecycle.deployments import Deployments, checked_counts, dump, parse
 from services.lifecycle.state import DeploymentStore, Stamp
 from services.lifecycle.state_db import (
@@ -164,7 +165,9 @@ def _state_row(conn: sqlite3.Connection, source: Path) -> tuple | None:
 
 
 def _write_backup(path: Path, stamp: Stamp, document: str) -> None:
-    """A new SQLite file at `path` with the store's tables and the state's row: one self-contained file (no WAL)."""
+    """A new SQLite file at `path` (0600) with the store's tables and the state's row: one self-contained file (no
+    WAL)."""
+    private_file(path)
     engine = create_engine(URL.create("sqlite", database=str(path)), poolclass=NullPool)
     try:
         metadata.create_all(engine)

@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import quote
 
@@ -39,6 +39,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
 from services.common.errors import ConfigurationError, Unavailable
+from services.common.private import made_private, private_file
 from services.common.urls import shown_url
 from services.lifecycle.state_rules import Lost, Shape
 
@@ -135,7 +136,7 @@ def open_engine(url: URL) -> Engine:
     """An engine for `url`. Nothing is connected yet: a store that is down now does not fail the caller's start."""
     path = sqlite_path(url)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        made_private(path.parent)
         # No pool: each use opens the file again, so a store whose file went away is noticed, not served from an
         # open handle; opening a local file costs microseconds at these rates (a poll a second and worker). Opened
         # read-write, never created: a missing file is "unable to open database file", not a new empty store.
@@ -177,6 +178,8 @@ def create_sqlite_file(path: Path, empty_document: str) -> None:
     """A new SQLite store at `path` (WAL mode, both tables, the state's row at revision 0), whole or not at all: made
     beside it, then linked into place. Another process that made it first wins; this one uses theirs."""
     new = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.new")
+    with suppress(FileNotFoundError):  # no directory: SQLite says so below, as for any store it cannot open
+        private_file(new)  # 0600 whatever the umask; SQLite gives its WAL files the file's mode
     engine = create_engine(f"sqlite:///{new}", poolclass=NullPool)
     try:
         with engine.begin() as conn:

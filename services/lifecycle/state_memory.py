@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from services.common.locked_file import LockedFile
+from services.common.private import write_private
 from services.lifecycle.state_rules import Stamp
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def _replace(path: Path, content: dict) -> None:
     """The file's new content in one step (written beside it, moved over it), not flushed to disk: the file is a
     hint that each committed change rewrites, and one left empty by a crash counts as a state seen (`_read`)."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(content))
+    write_private(tmp, json.dumps(content))
     os.replace(tmp, path)
 
 

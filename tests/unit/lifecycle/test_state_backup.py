@@ -11,6 +11,7 @@ field."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from contextlib import closing
@@ -185,6 +186,29 @@ def test_the_commands_use_the_stacks_store_and_say_what_they_did(tmp_path, path,
     code, said = serving("state", "restore", str(tmp_path / "b.db"), env=env)
     assert code == 0 and "restored revision 3 of restore epoch" in said and "it replaced an empty file" in said
     assert len(store.read().endpoints) == 3
+
+
+@pytest.fixture
+def umask_022():
+    """The CLI as users run it: a umask that lets others read what is created (the stack's processes run at 077)."""
+    before = os.umask(0o022)
+    yield
+    os.umask(before)
+
+
+def test_the_commands_write_files_and_directories_only_their_owner_may_read(tmp_path, store, umask_022):
+    """Before: a backup was 0644, and a restore into a new run directory made it 0755 and the store 0644."""
+    grow(store, 2)
+    code, said = serving("state", "backup", str(tmp_path / "b.db"), env={"SERVING_STATE_URL": store.url})
+    assert code == 0, said
+    new_run = tmp_path / "new" / "run"
+    env = {"SERVING_RUN_DIR": str(new_run), "SERVING_STATE_URL": ""}
+    code, said = serving("state", "restore", str(tmp_path / "b.db"), env=env)
+    assert code == 0, said
+    made = [tmp_path / "b.db", *sorted(new_run.rglob("*")), new_run, tmp_path / "new"]
+    modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in made}
+    assert all(mode in ("0o600", "0o700") for mode in modes.values()), modes
+    assert modes["b.db"] == "0o600" and modes["new/run/lifecycle/state.db"] == "0o600"
 
 
 def test_a_postgresql_store_is_backed_up_and_restored_by_its_row_too(tmp_path):
