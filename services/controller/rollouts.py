@@ -43,10 +43,10 @@ class Rollouts:
             return
         if new.state != "live":
             return  # still loading
-        if rollout.step_started is None or rollout.baseline is None:
-            self._start_step(name, rollout.step)
-            return
         now = self.clock()
+        if rollout.step_started is None or rollout.baseline is None or rollout.step_started > now:
+            self._start_step(name, rollout.step)  # a step started "later than now" (a clock set back) starts again
+            return
         if now - rollout.step_started < rollout.dwell:
             return
         observed = self.metrics.window(name, rollout.baseline, rollout.step_started, now)

@@ -45,6 +45,9 @@ LONGEST_TEXT = 10_000
 LARGEST_DOCUMENT = 8 << 20
 """Bytes of a whole state document at most: every process parses it again each time it moves, and gateways show
 parts of it on open routes."""
+LATEST_TIME = 2.0**32
+"""The latest time a state may record (seconds since the epoch: February 2106). A time later than the clock of the
+process reading it is taken as now where it is used (`transitions.due_for_unload`, the controller's rollouts)."""
 LARGEST_COUNT = 2**53
 """The largest restore epoch or revision: a count JSON, Python and both databases hold exactly, with room to grow
 (an epoch is a time in milliseconds, ~1.8e12 today)."""
@@ -107,7 +110,7 @@ class VersionState(StateModel):
     reason: Text | None = None
     """Why it was rejected, or why a rollout rolled it back."""
     deployed_at: Annotated[str, Field(max_length=64), _escaped(64)] | None = None
-    drain_started: float | None = Field(None, ge=0)
+    drain_started: float | None = Field(None, ge=0, le=LATEST_TIME)
     lineage: dict = Field(default_factory=dict)
     """Registry name and version, run ids and URLs, data set, artifact hashes (see `services.registry`)."""
 
@@ -173,7 +176,7 @@ class Rollout(RolloutPolicy):
     stable: VersionKey
     step: int = Field(0, ge=0)
     """The step under way: an index into `steps`."""
-    step_started: float | None = Field(None, ge=0)
+    step_started: float | None = Field(None, ge=0, le=LATEST_TIME)
     baseline: dict | None = None
     """The gateway's per-version counters when the step started (a `rollout.Snapshot`): kept here so that a
     restarted controller judges the same window."""

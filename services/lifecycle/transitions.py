@@ -226,13 +226,14 @@ def prune(state: Deployments, name: str, now: float) -> list[str]:
 
 
 def due_for_unload(item: EndpointState, now: float, drain_seconds: float) -> list[str]:
-    """Draining versions, and versions a rollout rejected, out of traffic for `drain_seconds` at least."""
+    """Draining versions, and versions a rollout rejected, out of traffic for `drain_seconds` at least, or since a
+    time later than `now` (a clock set back, or a state written so: waiting for it could hold the version for ever)."""
     return [
         v
         for v, record in item.versions.items()
         if record.state in ("draining", REJECTED)
         and record.drain_started is not None
-        and now - record.drain_started >= drain_seconds
+        and not 0 <= now - record.drain_started < drain_seconds
     ]
 
 

@@ -102,6 +102,16 @@ def test_a_baseline_marked_by_another_source_starts_a_fresh_window(world):
     assert rollout.baseline["gateways"][GATEWAY]["versions"]["2"]["requests"] == 30
 
 
+def test_a_step_started_later_than_now_starts_again_now(world):
+    """Before: a state holding step_started far ahead of the clock held the rollout at its step for ever."""
+    start_rollout(world)
+    world.tick()
+    ahead = world.clock.now + 10**6
+    world.store.update(lambda s: transitions_rollout.start_rollout_step(s, "emb", 0, {"gateways": {}}, ahead))
+    rollout = world.tick(1.0).rollout
+    assert (rollout.step, rollout.step_started) == (0, world.clock.now)
+
+
 def test_a_rollout_of_a_version_rejected_at_deployment_ends_without_moving_traffic(world):
     world.register()
     world.tick()

@@ -63,6 +63,14 @@ BROKEN = {
     "max_versions over the bound": (endpoint(max_versions=MOST_VERSIONS + 1), f"less than or equal to {MOST_VERSIONS}"),
     "dwell of 1e308": (endpoint(rollout_policy={"dwell": 1e308}), "rollout_policy.dwell: Input should be less than"),
     "max_wait over a week": (endpoint(rollout_policy={"max_wait": LONGEST_WAIT + 1}), "rollout_policy.max_wait"),
+    "drain started at 1e308": (
+        endpoint(versions={"1": {"version": "1", "state": "draining", "drain_started": 1e308}}),
+        "versions.1.drain_started: Input should be less than or equal to",
+    ),
+    "rollout step started at 1e308": (
+        endpoint(rollout={"version": "2", "stable": "1", "steps": [50, 100], "step_started": 1e308}),
+        "rollout.step_started: Input should be less than or equal to",
+    ),
     "min_requests of 1e12": (endpoint(rollout_policy={"min_requests": 10**12}), "rollout_policy.min_requests"),
     "NaN": ('{"endpoints": {"emb": {"rollout_policy": {"max_error_rate": NaN}}}}', "finite number"),
     "Infinity": ('{"endpoints": {"emb": {"weights": {"1": Infinity}}}}', "weights.1: Input should be a finite"),

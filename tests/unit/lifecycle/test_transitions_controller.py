@@ -126,6 +126,14 @@ def test_draining_and_rolled_back_versions_are_due_for_unload_after_the_drain_ti
     assert transitions.due_for_unload(state.endpoints["emb"], now=15.0, drain_seconds=3) == ["1", "2", "5"]
 
 
+def test_a_drain_started_later_than_now_is_over_rather_than_held_for_ever():
+    """Before: a state holding drain_started 1e308 (or any time ahead of the clock) kept the version loaded."""
+    state = deployments(("1", "draining"), ("2", "draining"))
+    state.endpoints["emb"].versions["1"].drain_started = 2.0**32
+    state.endpoints["emb"].versions["2"].drain_started = 99.0
+    assert transitions.due_for_unload(state.endpoints["emb"], now=100.0, drain_seconds=3) == ["1"]
+
+
 def test_unloaded_versions_are_forgotten_when_drained_and_kept_when_rejected():
     state = deployments(("1", "draining"), ("2", "rejected"), ("3", "live"))
     state.endpoints["emb"].versions["2"].drain_started = 10.0
