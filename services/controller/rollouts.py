@@ -44,8 +44,9 @@ class Rollouts:
         if new.state != "live":
             return  # still loading
         now = self.clock()
-        if rollout.step_started is None or rollout.baseline is None or rollout.step_started > now:
-            self._start_step(name, rollout.step)  # a step started "later than now" (a clock set back) starts again
+        ahead = rollout.step_started is not None and rollout.step_started - now > transitions.CLOCK_SKEW
+        if rollout.step_started is None or rollout.baseline is None or ahead:
+            self._start_step(name, rollout.step)  # a step started far "later than now" (a clock set back) starts again
             return
         if now - rollout.step_started < rollout.dwell:
             return

@@ -10,6 +10,7 @@ files are at `<models directory>/<endpoint>/<version>`, joined by `services.comm
 from __future__ import annotations
 
 import json
+import time
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -46,8 +47,11 @@ LARGEST_DOCUMENT = 8 << 20
 """Bytes of a whole state document at most: every process parses it again each time it moves, and gateways show
 parts of it on open routes."""
 LATEST_TIME = 2.0**32
-"""The latest time a state may record (seconds since the epoch: February 2106). A time later than the clock of the
-process reading it is taken as now where it is used (`transitions.due_for_unload`, the controller's rollouts)."""
+"""The latest time a state may record (seconds since the epoch: February 2106). A time further ahead of the clock of
+the process reading it than `transitions.CLOCK_SKEW` is not waited for (`transitions.due_for_unload`, the
+controller's rollouts)."""
+EPOCH_AHEAD_MS = 24 * 3600 * 1000
+"""How far ahead of a host's clock a restore epoch may be (a day: hosts' clocks differ by far less)."""
 LARGEST_COUNT = 2**53
 """The largest restore epoch or revision: a count JSON, Python and both databases hold exactly, with room to grow
 (an epoch is a time in milliseconds, ~1.8e12 today)."""
@@ -274,8 +278,18 @@ def problems(error: ValidationError, most: int = 3) -> str:
 def checked_counts(
     epoch: object, revision: object, lead: str = "the deployment state's stamp is invalid"
 ) -> tuple[int, int]:
-    """A stored restore epoch and revision, each a count in [0, `LARGEST_COUNT`]; else `StateInvalid`."""
+    """A stored restore epoch and revision, each a count in [0, `LARGEST_COUNT`], the epoch (a time in milliseconds)
+    not more than `EPOCH_AHEAD_MS` ahead of this host's clock (`epoch_ahead`); else `StateInvalid`."""
     for name, value in (("epoch", epoch), ("revision", revision)):
         if type(value) is not int or not 0 <= value <= LARGEST_COUNT:
             raise StateInvalid(lead, f"{name} {printable(repr(value))} is not a count in [0, {LARGEST_COUNT}]")
+    if epoch_ahead(epoch):  # type: ignore[arg-type]
+        raise StateInvalid(lead, f"epoch {epoch} (a time in ms) is more than a day ahead of this host's clock")
     return epoch, revision  # type: ignore[return-value]
+
+
+def epoch_ahead(epoch: int) -> bool:
+    """Whether a restore epoch lies more than `EPOCH_AHEAD_MS` ahead of this host's clock: no restore made one (an
+    epoch is the time of the restore, or one above the last), so it was written by hand or by a clock far off, and
+    taking it would leave every later restore's epoch behind it."""
+    return epoch > time.time() * 1000 + EPOCH_AHEAD_MS

@@ -32,7 +32,7 @@ from sqlalchemy.pool import NullPool
 
 from services.common.errors import ConfigurationError
 from services.common.private import private_file
-from services.lifecycle.deployments import Deployments, checked_counts, dump, parse
+from services.lifecycle.deployments import Deployments, checked_counts, dump, epoch_ahead, parse
 from services.lifecycle.state import DeploymentStore, Stamp
 from services.lifecycle.state_db import (
     BUSY_TIMEOUT,
@@ -85,6 +85,7 @@ def restore(store: DeploymentStore, source: Path, *, now_ms: int | None = None) 
     """Put the state of backup `source` into the store at a new restore epoch; returns it and what it replaced."""
     found, state = read_backup(source)
     stamp = Stamp(next_epoch(now_ms or _now_ms(), found.epoch, *_epochs_known(store)), found.revision)
+    checked_counts(*stamp, "the restored state's stamp would be invalid; nothing restored")
     if store.path is not None:
         replaced = _restore_sqlite(store, store.path, stamp, dump(state))
     else:
@@ -112,6 +113,7 @@ def _accept(store: DeploymentStore, now_ms: int) -> Summary:
         checked_counts(row.epoch, row.revision, lead)
         state = parse(row.document, lead)
         epoch = next_epoch(now_ms, row.epoch, *_epochs_known(store))
+        checked_counts(epoch, row.revision, "the accepted state's stamp would be invalid; nothing accepted")
         conn.execute(DOCUMENT.update().where(DOCUMENT.c.id == 1).values(epoch=epoch))
     store.read()
     return Summary(Stamp(epoch, row.revision), len(state.endpoints))
@@ -230,7 +232,7 @@ def _restore_tables(store: DeploymentStore, stamp: Stamp, document: str) -> str:
 
 
 def _epochs_known(store: DeploymentStore) -> list[int]:
-    """The epochs of the store as it is (where readable) and of the newest state this host saw."""
+    """The epochs of the store as it is (where readable and valid) and of the newest state this host saw."""
     epochs = []
     seen = store.memory.seen()
     if seen is not None:
@@ -238,7 +240,8 @@ def _epochs_known(store: DeploymentStore) -> list[int]:
     try:
         with store.engine.connect() as conn:
             live = conn.execute(DOCUMENT.select().with_only_columns(DOCUMENT.c.epoch)).scalar()
-        epochs.append(int(live or 0))
+        if type(live) is int and not epoch_ahead(live):  # one far ahead is invalid: the restore replaces it
+            epochs.append(live)
     except exc.DBAPIError:  # a store that lost its state has no epoch to go above
         pass
     return epochs

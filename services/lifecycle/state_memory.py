@@ -14,6 +14,7 @@ from pathlib import Path
 
 from services.common.locked_file import LockedFile
 from services.common.private import write_private
+from services.lifecycle.deployments import epoch_ahead
 from services.lifecycle.state_rules import Stamp
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,10 @@ def _read(path: Path) -> tuple[Stamp, str] | None:
     counts as a state seen at revision 1 (it exists: a state was seen), without a document to serve."""
     try:
         data = json.loads(path.read_text())
-        return Stamp(int(data["epoch"]), int(data["revision"])), str(data["state"])
+        stamp, document = Stamp(int(data["epoch"]), int(data["revision"])), str(data["state"])
+        if epoch_ahead(stamp.epoch):
+            raise ValueError(f"its epoch {stamp.epoch} is more than a day ahead of the clock")
+        return stamp, document
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as error:

@@ -225,15 +225,20 @@ def prune(state: Deployments, name: str, now: float) -> list[str]:
     return retire
 
 
+CLOCK_SKEW = 300.0
+"""Seconds a time in the state may lie ahead of a host's clock and still be waited for (clocks differ by less)."""
+
+
 def due_for_unload(item: EndpointState, now: float, drain_seconds: float) -> list[str]:
     """Draining versions, and versions a rollout rejected, out of traffic for `drain_seconds` at least, or since a
-    time later than `now` (a clock set back, or a state written so: waiting for it could hold the version for ever)."""
+    time more than `CLOCK_SKEW` ahead of `now` (a clock set back, or a state written so: waiting for it could hold the
+    version for ever). A start a little ahead (another host's clock) drains its full time from then."""
     return [
         v
         for v, record in item.versions.items()
         if record.state in ("draining", REJECTED)
         and record.drain_started is not None
-        and not 0 <= now - record.drain_started < drain_seconds
+        and (now - record.drain_started >= drain_seconds or record.drain_started - now > CLOCK_SKEW)
     ]
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 
 import pytest
 
 from services.common.confined import OutsideBase
 from services.lifecycle.deployments import LARGEST_COUNT, LARGEST_DOCUMENT, StateInvalid, checked_counts, parse
-from services.lifecycle.state import DeploymentStore
+from services.lifecycle.state import DeploymentStore, EndpointState
+from services.lifecycle.state_backup import backup, restore
 from services.triton.model_control import TritonModels
 
 
@@ -59,3 +61,24 @@ def test_a_store_whose_revision_was_made_text_is_invalid_not_a_crash(tmp_path):
     with pytest.raises(StateInvalid, match="revision"):
         store.read()
     store.close()
+
+
+def test_an_epoch_far_ahead_of_the_clock_is_invalid_and_a_restore_recovers_from_it(tmp_path):
+    """Before: an epoch set to 2^53 was valid; the next restore wrote 2^53 + 1, which every process refused, and the
+    host's memory kept every later restore behind it. Now such an epoch is refused on read and never remembered."""
+    path = tmp_path / "state.db"
+    store = DeploymentStore.open(f"sqlite:///{path}")
+    store.update(lambda s: s.endpoints.setdefault("emb", EndpointState()))
+    backup(store, tmp_path / "b.db")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE serving_deployment_state SET epoch = ?", (LARGEST_COUNT,))
+    with pytest.raises(StateInvalid, match="more than a day ahead"):
+        store.read()
+    memory = path.with_name(path.name + ".last-good.json")
+    memory.write_text(json.dumps({"epoch": LARGEST_COUNT, "revision": 9, "state": "{}"}))  # remembered before the fix
+    summary, _ = restore(DeploymentStore.open(f"sqlite:///{path}"), tmp_path / "b.db")
+    assert summary.stamp.epoch <= time.time() * 1000 + 1000, "the restore's epoch is a time, not above the bad one"
+    again = DeploymentStore.open(f"sqlite:///{path}")
+    assert list(again.read().endpoints) == ["emb"]
+    store.close()
+    again.close()

@@ -125,6 +125,22 @@ def test_replica_reports_replace_each_other_and_age_out_after_the_ttl(store):
     assert store.revision() == 0, "reports are not the desired state"
 
 
+def test_a_report_from_far_ahead_or_holding_no_version_lists_is_left_out_and_said(store, caplog):
+    """Before: a report at 1e308 counted for ever (its replica lacking every new version held it in `loading`), and
+    one holding a list made the controller's every tick fail."""
+    store.report_replica("good", {"emb": ["2"]}, now=100.0)
+    store.report_replica("ahead", {}, now=1e308)
+    store.report_replica("skewed", {"emb": ["2"]}, now=105.0)
+    store.report_replica("odd", {}, now=100.0)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE serving_replica_reports SET ready = '[1]' WHERE replica = 'odd'")
+    assert store.replicas(now=100.0, ttl=10.0) == {"good": {"emb": ["2"]}, "skewed": {"emb": ["2"]}}
+    said = [r.getMessage() for r in caplog.records if "report is left out" in r.getMessage()]
+    assert len(said) == 2 and any("ahead of this host's clock" in line for line in said), said
+    store.replicas(now=101.0, ttl=10.0)
+    assert len([r for r in caplog.records if "report is left out" in r.getMessage()]) == 2, "said once"
+
+
 @pytest.mark.parametrize(
     ("url", "says"),
     [

@@ -128,10 +128,14 @@ def test_draining_and_rolled_back_versions_are_due_for_unload_after_the_drain_ti
 
 def test_a_drain_started_later_than_now_is_over_rather_than_held_for_ever():
     """Before: a state holding drain_started 1e308 (or any time ahead of the clock) kept the version loaded."""
-    state = deployments(("1", "draining"), ("2", "draining"))
-    state.endpoints["emb"].versions["1"].drain_started = 2.0**32
-    state.endpoints["emb"].versions["2"].drain_started = 99.0
+    state = deployments(("1", "draining"), ("2", "draining"), ("3", "draining"))
+    versions = state.endpoints["emb"].versions
+    versions["1"].drain_started = 2.0**32
+    versions["2"].drain_started = 99.0
+    versions["3"].drain_started = 100.5  # another host's clock half a second ahead: it drains its full time
     assert transitions.due_for_unload(state.endpoints["emb"], now=100.0, drain_seconds=3) == ["1"]
+    assert transitions.due_for_unload(state.endpoints["emb"], now=103.0, drain_seconds=3) == ["1", "2"]
+    assert transitions.due_for_unload(state.endpoints["emb"], now=103.5, drain_seconds=3) == ["1", "2", "3"]
 
 
 def test_unloaded_versions_are_forgotten_when_drained_and_kept_when_rejected():
