@@ -24,4 +24,4 @@ EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8080/health/live', timeout=2).status != 200)"]
 # The workers memory-map their metrics files: in memory (/dev/shm), a full /tmp cannot kill them with SIGBUS.
-CMD ["sh", "-c", "rm -rf $PROMETHEUS_MULTIPROC_DIR && mkdir -p $PROMETHEUS_MULTIPROC_DIR && exec gunicorn -c python:services.api.gunicorn_conf --bind 0.0.0.0:8080 --workers $SERVING_WORKERS 'services.gateway.app:create_app()'"]
+CMD ["sh", "-c", "rm -rf \"$PROMETHEUS_MULTIPROC_DIR\" && mkdir -p \"$PROMETHEUS_MULTIPROC_DIR\" && exec gunicorn -c python:services.api.gunicorn_conf --bind 0.0.0.0:8080 --workers $SERVING_WORKERS 'services.gateway.app:create_app()'"]

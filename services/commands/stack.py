@@ -159,10 +159,13 @@ def down(
 ) -> None:
     """Stop every process `serving` started (up, observability, registry), from any shell: the supervisor first."""
     from services.launcher import stop_recorded
+    from services.stacks.metrics_dir import remove_all
 
     def stopping(name: str, pid: int, drain: float) -> None:
         what = "the stack, each process within its own drain time" if name == "supervisor" else name
         console.print(f"stopping {what} (pid {pid}; SIGKILL after {drain:g} s)...")
 
-    stopped = stop_recorded(RunSettings().run_dir, timeout=timeout, stopping=stopping)
+    run_dir = RunSettings().run_dir
+    stopped = stop_recorded(run_dir, timeout=timeout, stopping=stopping)
+    remove_all(run_dir)  # what a supervisor killed with SIGKILL left in memory
     console.print("stopped " + ", ".join(stopped) if stopped else "nothing was running")

@@ -18,8 +18,9 @@ FILE_MODE = 0o600
 
 
 def private_dir(path: Path) -> Path:
-    """`path` as a directory only its owner may list or enter (0700), made with its parents if missing."""
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """`path` as a directory only its owner may list or enter (0700), made with its missing parents (0700 too:
+    `made_private`) if missing."""
+    made_private(path)
     if path.stat().st_mode & 0o777 != DIR_MODE:
         path.chmod(DIR_MODE)
     return path

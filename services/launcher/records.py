@@ -9,6 +9,7 @@ stopped."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import time
@@ -20,14 +21,24 @@ from services.launcher.groups import group_alive, pid_alive, stop_group, stop_pr
 from services.launcher.spec import ProcessSpec
 
 SUPERVISOR = "supervisor"
+log = logging.getLogger(__name__)
 
 
 def _write_json(path: Path, data: dict) -> None:
     """Replace `path` atomically (`serving status` may read it while the supervisor writes it) with a file only its
     owner may read."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write_private(tmp, json.dumps(data) + "\n")
-    os.replace(tmp, path)
+    try:
+        write_private(tmp, json.dumps(data) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _unrecorded(name: str, error: OSError) -> None:
+    """A record that could not be written (a full disk): the process runs on, `serving status` shows it as it was."""
+    log.warning("the record of %s was not written (%s); it runs on, `serving status` shows its last one", name, error)
 
 
 def write_record(run_dir: Path, spec: ProcessSpec, proc: subprocess.Popen, log: Path | None) -> None:
@@ -45,9 +56,13 @@ def write_record(run_dir: Path, spec: ProcessSpec, proc: subprocess.Popen, log: 
 
 
 def write_meta(run_dir: Path, meta: dict) -> None:
-    """A record from its metadata (`name`, `pid`, ...): the pid file and the JSON file."""
-    write_private(run_dir / f"{meta['name']}.pid", str(meta["pid"]))
-    _write_json(run_dir / f"{meta['name']}.json", meta)
+    """A record from its metadata (`name`, `pid`, ...): the pid file and the JSON file; one that cannot be written is
+    said (`_unrecorded`): the process it records runs all the same."""
+    try:
+        write_private(run_dir / f"{meta['name']}.pid", str(meta["pid"]))
+        _write_json(run_dir / f"{meta['name']}.json", meta)
+    except OSError as error:
+        _unrecorded(meta["name"], error)
 
 
 def read_meta(run_dir: Path, name: str) -> dict:
@@ -59,8 +74,11 @@ def read_meta(run_dir: Path, name: str) -> dict:
 
 
 def update_record(run_dir: Path, name: str, fields: dict) -> None:
-    """Add `fields` to a process's record (the supervisor's view of it)."""
-    _write_json(run_dir / f"{name}.json", read_meta(run_dir, name) | fields)
+    """Add `fields` to a process's record (the supervisor's view of it); one that cannot be written is said."""
+    try:
+        _write_json(run_dir / f"{name}.json", read_meta(run_dir, name) | fields)
+    except OSError as error:
+        _unrecorded(name, error)
 
 
 def remove_record(run_dir: Path, name: str) -> None:

@@ -113,6 +113,9 @@ class Supervisor:
         stopped = {w.spec.name for w in self.watched if w.phase in ("backoff", "failed")}  # groups gone already
         self.launcher.procs = [(spec, proc) for spec, proc in self.launcher.procs if spec.name not in stopped]
         self.launcher.stop_all()
+        for watched in self.watched:
+            if watched.spec.name in stopped and watched.spec.cleanup:
+                watched.spec.cleanup()
         log.info("stopped in %.1fs", time.monotonic() - started)
 
     def tick(self) -> None:

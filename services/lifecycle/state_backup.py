@@ -31,7 +31,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from services.common.errors import ConfigurationError
-from services.common.private import private_file
+from services.common.private import narrow, private_file
 from services.lifecycle.deployments import Deployments, checked_counts, dump, epoch_ahead, parse
 from services.lifecycle.state import DeploymentStore, Stamp
 from services.lifecycle.state_db import (
@@ -88,6 +88,7 @@ def restore(store: DeploymentStore, source: Path, *, now_ms: int | None = None) 
     checked_counts(*stamp, "the restored state's stamp would be invalid; nothing restored")
     if store.path is not None:
         replaced = _restore_sqlite(store, store.path, stamp, dump(state))
+        narrow(store.path)  # a store an older run left readable by others
     else:
         replaced = _restore_tables(store, stamp, dump(state))
     restored = store.read()  # the restored state, now the newest this host saw

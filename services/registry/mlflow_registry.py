@@ -21,7 +21,7 @@ import httpx
 from services.common import artifacts
 from services.common.contract import MANIFEST_FILE, Manifest, checked_hashes, sha256_file
 from services.common.errors import ConfigurationError, InvalidInput, NotFound, Unavailable
-from services.common.private import private_dir, private_file
+from services.common.private import made_private, private_dir, private_file
 from services.common.urls import shown_url
 from services.registry.lineage import DATASET_ARTIFACT_TAG, UiLinks, datasets, pipeline
 from services.registry.settings import RegistrySettings
@@ -101,7 +101,7 @@ class ModelRegistry:
             return found.experiment_id
         location = None
         if self.uri.startswith("sqlite:"):  # else the default `./mlruns` relative to wherever the command ran
-            self.settings.artifact_root.mkdir(parents=True, exist_ok=True)
+            made_private(self.settings.artifact_root)
             location = self.settings.artifact_uri
         return self.client.create_experiment(name, artifact_location=location)
 

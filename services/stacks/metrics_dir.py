@@ -2,22 +2,27 @@
 
 Each worker memory-maps its files and writes every sample through the map: on a full disk, the first write to a page
 the filesystem cannot back kills the worker with SIGBUS, and every worker that replaces it dies the same way. So the
-files live on the memory filesystem `/dev/shm` where there is one, apart from the run directory's disk, in a directory
-made by `tempfile.mkdtemp` (0700, a name no one can guess) before each start of the service; the service is given the
-link to it, `<run dir>/prometheus-<service>`. Without a writable `/dev/shm` that path is the directory itself, on the
-run directory's disk."""
+files live on a memory filesystem apart from the run directory's disk: the user's own `$XDG_RUNTIME_DIR` where there
+is one (other users cannot fill it), else `/dev/shm`. The directory is made by `tempfile.mkdtemp` (0700, a name no one
+can guess) at the service's first start, emptied at each restart and removed at the stop; it names its link in a
+file, `OWNER`, and is reused or removed only through that link. The service is given the link,
+`<run dir>/prometheus-<service>`. Without a memory filesystem that path is the directory itself, on the run
+directory's disk."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
-from services.common.private import private_dir
+from services.common.private import private_dir, write_private
 
-MEMORY_FS = Path("/dev/shm")
+SHARED_MEMORY = Path("/dev/shm")
 PREFIX = "serving-metrics-"
+OWNER = ".link"
+"""The file in a metrics directory holding the path of the link it belongs to."""
 
 
 def metrics_link(run_dir: Path, name: str) -> Path:
@@ -26,32 +31,81 @@ def metrics_link(run_dir: Path, name: str) -> Path:
 
 
 def renew(link: Path) -> Path:
-    """A new empty directory at `link` or linked from it (counts of a dead worker or an earlier run would add up with
-    the new ones); what it held before is removed. Returns the directory."""
+    """An empty directory at `link` or linked from it (counts of a dead worker or an earlier run would add up with the
+    new ones): the one it links to, emptied, where that is ours; else a new one. Returns the directory."""
+    current = _linked(link)
+    if current is not None:
+        for entry in current.iterdir():
+            if entry.name == OWNER:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        return current
     remove_metrics_dir(link)
-    if not (MEMORY_FS.is_dir() and os.access(MEMORY_FS, os.W_OK | os.X_OK)):
+    base = memory_fs()
+    if base is None:
         return private_dir(link)
-    made = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{link.name}-", dir=MEMORY_FS))
-    private_dir(link.parent)
-    link.symlink_to(made, target_is_directory=True)
+    made = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{link.name}-", dir=base))
+    try:
+        write_private(made / OWNER, str(link))
+        private_dir(link.parent)
+        link.symlink_to(made, target_is_directory=True)
+    except OSError:
+        shutil.rmtree(made, ignore_errors=True)
+        raise
     return made
 
 
 def remove_metrics_dir(link: Path) -> None:
-    """Remove `link` and the directory it names: a directory of ours under `MEMORY_FS` made by `metrics_dir` (any other
-    target is left alone), or the directory at `link` itself."""
+    """Remove `link` and the directory it names where that is ours (`_linked`; any other target is left alone), or
+    the directory at `link` itself."""
     if link.is_symlink():
-        target = Path(os.readlink(link))
-        if target.parent == MEMORY_FS and target.name.startswith(PREFIX) and _ours(target):
+        target = _linked(link)
+        if target is not None:
             shutil.rmtree(target, ignore_errors=True)
         link.unlink(missing_ok=True)
     elif link.is_dir():
         shutil.rmtree(link, ignore_errors=True)
 
 
-def _ours(path: Path) -> bool:
+def remove_all(run_dir: Path) -> None:
+    """Remove every metrics directory of the stack under `run_dir` (its processes stopped)."""
+    for link in run_dir.glob("prometheus-*"):
+        if link.is_symlink():
+            remove_metrics_dir(link)
+
+
+def memory_fs() -> Path | None:
+    """The memory filesystem for the files: `$XDG_RUNTIME_DIR` where it is this user's private directory, else
+    `/dev/shm` where it is writable, else None."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and _private_of_ours(Path(runtime)):
+        return Path(runtime)
+    if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK | os.X_OK):
+        return SHARED_MEMORY
+    return None
+
+
+def _linked(link: Path) -> Path | None:
+    """The directory `link` names when it is one `renew` made for this very link: a directory of ours, named so, on
+    a memory filesystem, whose `OWNER` file names `link` (a copied run directory's link names another's)."""
+    if not link.is_symlink():
+        return None
+    target = Path(os.readlink(link))
+    bases = {base for base in (memory_fs(), SHARED_MEMORY) if base is not None}
+    if target.parent not in bases or not target.name.startswith(PREFIX) or not _private_of_ours(target):
+        return None
+    try:
+        return target if (target / OWNER).read_text() == str(link) else None
+    except OSError:
+        return None
+
+
+def _private_of_ours(path: Path) -> bool:
     try:
         status = path.lstat()
     except OSError:
         return False
-    return os.path.isdir(path) and not path.is_symlink() and status.st_uid == os.getuid()
+    return stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid() and status.st_mode & 0o077 == 0

@@ -117,3 +117,22 @@ def test_one_error_names_every_taken_port_its_holder_and_a_free_one_to_give_inst
     assert set(suggested) == {"--port", "--triton-http-port", "--trace-port", "CONTROLLER_METRICS_PORT"}
     assert len({*suggested.values()}) == 4 and str(port) not in suggested.values()
     check_ports([PortClaim(port, "gateway", "--port")])  # free again: nothing to say
+
+
+def test_a_record_that_cannot_be_written_is_said_and_the_start_goes_on(tmp_path, monkeypatch, caplog):
+    """Before: with the run directory's disk full, a restart's record write raised ENOSPC and the supervisor died,
+    leaving the stack down. The disk full is injected here (tests/integration/hardening fills a real one)."""
+    import errno
+
+    from services.launcher import records
+
+    def full(path, text):
+        path.write_text("")  # the file was made; its content found no room
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(records, "write_private", full)
+    records.write_meta(tmp_path, {"name": "api", "pid": 123})
+    records.update_record(tmp_path, "api", {"phase": "running"})
+    said = [r.getMessage() for r in caplog.records if "the record of api was not written" in r.getMessage()]
+    assert len(said) == 2 and "No space left on device" in said[0]
+    assert not list(tmp_path.glob(".*.tmp")), "no half-written record is left"

@@ -27,7 +27,8 @@ def memory_fs(tmp_path, monkeypatch) -> Path:
     """The HTTP services' metrics directories made in the test's own stand-in for /dev/shm, not the machine's."""
     shm = tmp_path / "shm"
     shm.mkdir()
-    monkeypatch.setattr(metrics_dir, "MEMORY_FS", shm)
+    monkeypatch.setattr(metrics_dir, "SHARED_MEMORY", shm)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     return shm
 
 
@@ -167,26 +168,33 @@ def test_the_metrics_directory_is_in_memory_linked_from_the_run_directory_and_re
     gateway.prepare()
     made = link.resolve()
     assert made.parent == memory_fs and made.stat().st_mode & 0o777 == 0o700
+    (made / "counter_1.db").write_bytes(b"a dead worker's counts")
     gateway.prepare()
-    assert not made.exists() and link.resolve().parent == memory_fs, "each start removes what the last one left"
+    assert link.resolve() == made and [p.name for p in made.iterdir()] == [".link"], "a restart empties it in place"
     gateway.cleanup()
     assert not link.exists() and list(memory_fs.iterdir()) == []
 
 
-def test_a_link_to_anything_but_a_metrics_directory_of_ours_is_dropped_and_its_target_kept(tmp_path, memory_fs):
+def test_a_link_to_anything_but_this_links_own_metrics_directory_is_dropped_and_its_target_kept(tmp_path, memory_fs):
+    """A directory elsewhere, one on the memory filesystem not named as ours, and another run directory's (this one a
+    copy of it, `cp -a`): each kept, only the link goes."""
+    original = metrics_dir.metrics_link(tmp_path / "original", "gateway")
+    theirs = metrics_dir.renew(original)
     elsewhere, lookalike = tmp_path / "precious", memory_fs / "precious"
-    for target in (elsewhere, lookalike):
-        target.mkdir()
+    for target in (elsewhere, lookalike, theirs):
+        target.mkdir(exist_ok=True)
         (target / "file").write_text("kept")
-        link = tmp_path / "run" / "prometheus-gateway"
+        link = tmp_path / "copy" / "prometheus-gateway"
         link.parent.mkdir(exist_ok=True)
         link.symlink_to(target)
+        assert metrics_dir.renew(link) not in (elsewhere, lookalike, theirs)
         metrics_dir.remove_metrics_dir(link)
         assert not link.is_symlink() and (target / "file").read_text() == "kept"
+    assert original.resolve() == theirs
 
 
 def test_without_a_writable_memory_filesystem_the_directory_is_in_the_run_directory(tmp_path, monkeypatch):
-    monkeypatch.setattr(metrics_dir, "MEMORY_FS", tmp_path / "no-shm")
+    monkeypatch.setattr(metrics_dir, "SHARED_MEMORY", tmp_path / "no-shm")
     made = metrics_dir.renew(metrics_dir.metrics_link(tmp_path / "run", "api"))
     assert made == tmp_path / "run" / "prometheus-api" and made.is_dir() and not made.is_symlink()
 
