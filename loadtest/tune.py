@@ -33,6 +33,12 @@ SPACES: dict[str, dict[str, list]] = {
         "encoder_instances": [1, 2],
         "intra_op_threads": [None, 1],
     },
+    "minimal": {  # the plain ensemble of loadtest/minimal, tuned as the project's ensemble is
+        "max_queue_delay_us": [2000, 500, 5000],
+        "preferred_batch_sizes": [[], [8, 16, 32]],
+        "tokenizer_instances": [1, 2],
+        "encoder_instances": [1, 2],
+    },
     "clearml": {
         "workers": [1, 2, 3],
         "coalesce_depth": [1, 2],
