@@ -51,7 +51,7 @@ def _matrix(config: Path, device: str | None, latency_bound_ms: float | None):
 
 
 def tune_command(
-    stack: str = typer.Argument(..., help="fastapi | triton | clearml"),
+    stack: str = typer.Argument(..., help="fastapi | triton | clearml | minimal (the plain ensemble)"),
     slo_p99_ms: float = typer.Option(250.0, help="The p99 latency a winner must stay under, ms."),
     budget: int = typer.Option(8, min=1, help="Trials at most (each brings the stack up and saturates it)."),
     seconds: float = typer.Option(8.0, min=1.0, help="Saturation seconds per trial."),
