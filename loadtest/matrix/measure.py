@@ -26,8 +26,8 @@ console = Console(stderr=True)
 
 PROBE_LEAD_IN = 0.5
 """Seconds at the start of each probe of the search whose requests are sent but not counted: the generator opens its
-connections and the stack's threads wake (the first requests of a 2 s probe on the tiny model waited 70-140 ms where
-the rest waited 10), which would otherwise set a short probe's p99."""
+connections and the stack's threads wake, which would otherwise set a short probe's p99
+(docs/decisions/bound-ranking.md)."""
 PAUSE_AFTER_MISS = 1.0
 """Seconds between a probe that missed the bound (the stack may still be draining its queue or shedding) and the
 next."""
