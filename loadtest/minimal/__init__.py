@@ -1,10 +1,10 @@
 """The plain Triton ensemble the benchmark races against (`stack = "minimal"` in a matrix file): two plain
 Python-backend models (a tokenizer that calls `encode_batch` and pads to the longest text of the batch; an encoder
 over ONNX Runtime with 2 intra-op threads, not spinning, that pads the requests of a batch to the longest and runs
-them as one call), each `max_batch_size: 64` with `dynamic_batching { max_queue_delay_microseconds: 2000 }` and no preferred
-sizes, one instance each, joined by an ensemble. The encoder's inputs allow ragged batches (`allow_ragged_batch`):
-requests of unequal length batch together, as in the project's ensemble; without it Triton batches only requests of
-one length, and on mixed sentences the encoder ran batches of 2.8 where the project's ran 16.9.
+them as one call), each `max_batch_size: 64` with `dynamic_batching { max_queue_delay_microseconds: 2000 }` and no
+preferred sizes, one instance each, joined by an ensemble. The encoder's inputs allow ragged batches
+(`allow_ragged_batch`): requests of unequal length batch together, as in the project's ensemble (without it Triton
+batches only requests of one length: docs/decisions/bound-ranking.md).
 
 No project code runs inside it: with the project's ensemble it is the yardstick (the faster of the two) that says
 whether a stack is fast. `loadtest tune minimal` tunes it with the knobs the project's ensemble is tuned with
