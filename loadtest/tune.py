@@ -191,6 +191,10 @@ def write(result: TuneResult, out: Path) -> Path:
         f"# loadtest tune {result.stack}: p99 SLO {result.slo_p99_ms:g} ms, {len(result.trials)} of "
         f"{result.budget} trials",
         "",
+        "What ran: each trial a closed loop (its concurrency a client setting, not a batching stack's capacity), the "
+        "SLO on its p99; locally Triton's encoder is a Python-backend model over ONNX Runtime, where the container "
+        "templates use the native onnxruntime backend.",
+        "",
         "| settings | req/s | p50 ms | p99 ms | meets SLO |",
         "|---|---:|---:|---:|---|",
     ]
