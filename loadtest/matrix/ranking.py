@@ -23,9 +23,20 @@ def ranking_kind(measurements: list[Measurement]) -> str:
 
 
 def ranked(measurements: list[Measurement]) -> list[Summary]:
-    """Every configuration's ranking figure over its rounds, fastest median first."""
+    """Every configuration's ranking figure over its rounds, fastest median first. A round whose search met the
+    bound at no rate counts as 0 req/s in the rate's median and range; the other figures (latency, goodput, CPU,
+    batch) are the medians of the rounds that met it, where any did."""
     kind = ranking_kind(measurements)
-    return sorted(aggregate([m for m in measurements if m.kind == kind]), key=lambda s: -s.throughput)
+    rows = [m for m in measurements if m.kind == kind]
+    summaries = aggregate(rows)
+    if kind == "bound":
+        met = {s.label: s for s in aggregate([m for m in rows if m.throughput > 0])}
+        for s in summaries:
+            if s.label in met:
+                figures = ("p50_ms", "p99_ms", "success", "goodput", "cpu_us_per_request", "batch_size")
+                for name in (*figures, "front_cpu_us_per_request"):
+                    setattr(s, name, getattr(met[s.label], name))
+    return sorted(summaries, key=lambda s: -s.throughput)
 
 
 @dataclass(frozen=True)

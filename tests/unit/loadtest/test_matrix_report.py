@@ -135,3 +135,15 @@ def test_the_ranking_is_the_rate_at_the_bound_and_claims_an_order_only_where_thr
     assert "Python-backend model calling ONNX Runtime" in ranking and "within 250 ms" in ranking
     one = markdown("run-rank", [m for m in runs if m.round == 1], CEILING, INFO, MatrixConfig(configs=[]))
     assert "No order claimed: 1 round(s)" in one and " > " not in one
+
+
+def test_a_round_that_met_the_bound_at_no_rate_counts_zero_but_lends_no_latency():
+    from loadtest.matrix.ranking import ranked
+
+    missed = bound("clearml", 0.0, round_no=2)
+    missed.p99_ms, missed.cpu_us_per_request = 900.0, 9999.0
+    runs = [bound("clearml", 90.0, cpu_us_per_request=1000.0), missed, bound("clearml", 110.0, round_no=3)]
+    (summary,) = ranked(runs)
+    assert (summary.throughput, summary.low, summary.high) == (90.0, 0.0, 110.0)
+    assert summary.p99_ms == 12.0 and summary.goodput == 100.0, "the rounds that met the bound"
+    assert summary.cpu_us_per_request == 1000.0
