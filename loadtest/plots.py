@@ -14,9 +14,16 @@ COLORS = {"fastapi": "#4C72B0", "triton": "#DD8452", "clearml": "#55A868", "mini
 OTHER = "#999999"
 
 
-def throughput_chart(saturated, ceiling: float, path: Path, ceiling_label: str = "raw ONNX Runtime ceiling") -> None:
-    """The saturated rate of every configuration, with the ceiling as a line; a ceiling over three times the
-    tallest bar (the simulated device's) is named in the title instead, so the bars stay readable."""
+def throughput_chart(
+    saturated,
+    ceiling: float,
+    path: Path,
+    ceiling_label: str = "raw ONNX Runtime ceiling",
+    ylabel: str = "saturated throughput (requests/s)",
+) -> None:
+    """The rate of every configuration (saturated, or found under a latency bound: `ylabel` says which), with the
+    ceiling as a line; a ceiling over three times the tallest bar (the simulated device's) is named in the title
+    instead, so the bars stay readable."""
     rows = sorted(saturated, key=lambda m: (m.stack, m.workers, m.batching, m.settings))
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 2), 4.5))
     bars = ax.bar(
@@ -31,7 +38,7 @@ def throughput_chart(saturated, ceiling: float, path: Path, ceiling_label: str =
         tallest = max(tallest, ceiling)
     else:
         title += f" ({ceiling_label}: {ceiling:.0f}/s, off the chart)"
-    ax.set_ylabel("saturated throughput (requests/s)")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(0, tallest * 1.15)
     ax.set_title(title, fontsize=10)
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right")

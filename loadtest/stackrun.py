@@ -251,7 +251,7 @@ def minimal_processes(options: StackOptions) -> list[ProcessSpec]:
             "sim_per_token_us": repr(float(options.sim_per_token_us)),
             "sim_lock_file": str(options.sim_lock_file),
         }
-    repository = render(options.model_dir, options.run_dir / "minimal-repository", sim)
+    repository = render(options.model_dir, options.run_dir / "minimal-repository", sim, options.tuning.given())
     triton = triton_process(
         repository,
         options.run_dir,

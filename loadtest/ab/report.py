@@ -88,6 +88,13 @@ def table(found: list[Row], min_change: float) -> str:
     return "\n".join(lines)
 
 
+WHAT_RAN = (
+    "What ran: Triton's encoder is a Python-backend model calling ONNX Runtime (the local tritonserver has no native "
+    "onnxruntime backend; the container templates use the native one); the closed loop's rate is a client setting, "
+    "not a batching stack's capacity, and no latency bound applies: these ratios compare two revisions, not stacks."
+)
+
+
 def markdown(meta: dict, records: list[dict], min_change: float) -> str:
     """report.md: what was raced on what, the table, the rule, and every round that was not all successes."""
     found = rows(records)
@@ -100,6 +107,7 @@ def markdown(meta: dict, records: list[dict], min_change: float) -> str:
         f"- {meta['rounds']} round(s) of closed loop, {meta['concurrency']} concurrent requests, one `{meta['mix']}` "
         f"sentence each: {meta['warmup_seconds']:g} s warm-up, then {meta['duration']:g} s measured; "
         f"{meta['cpus']} CPUs, load average {meta['load']} at the start; {meta['date']}",
+        f"- {WHAT_RAN}",
         "",
         table(found, min_change),
         "",

@@ -3,7 +3,9 @@ brings its own stacks up and down)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -12,23 +14,44 @@ from loadtest.cli.options import ModelDir, RunMetricsPort, RunsOut
 
 console = Console(stderr=True)
 
+Device = Annotated[str | None, typer.Option(help="cpu | sim: where every encoder runs (default: the matrix file's).")]
+LatencyBound = Annotated[
+    float | None,
+    typer.Option(
+        min=0.001,
+        help="The p99 bound (ms) the configurations are ranked at (default: the matrix file's, else the model's: "
+        "250 on the CPU, 40 for the tiny model, 50 on DEVICE=sim).",
+    ),
+]
+
 
 def matrix_command(
     config: Path = typer.Option(Path("loadtest/matrices/default.toml"), help="Matrix file (TOML)."),
     model_dir: ModelDir = Path("build/model"),
     out: RunsOut = Path("results"),
     metrics_port: RunMetricsPort = None,
+    device: Device = None,
+    latency_bound_ms: LatencyBound = None,
 ) -> None:
-    """Reproduce the study: every STACK x WORKERS x BATCHING in the matrix file, with a report and charts."""
-    from loadtest.matrix.config import MatrixConfig
+    """Every STACK x WORKERS x BATCHING in the matrix file, ranked by the highest open-loop rate under a p99 bound,
+    with a report and charts."""
     from loadtest.matrix.run import run_matrix
 
-    path = run_matrix(MatrixConfig.load(config), model_dir, out, metrics_port)
+    path = run_matrix(_matrix(config, device, latency_bound_ms), model_dir, out, metrics_port)
     console.print(f"report: {path / 'report.md'}")
 
 
+def _matrix(config: Path, device: str | None, latency_bound_ms: float | None):
+    """The matrix file with the command line's device and bound in place of its own."""
+    from loadtest.matrix.config import MatrixConfig
+
+    matrix = MatrixConfig.load(config)
+    overrides = {"device": device, "latency_bound_ms": latency_bound_ms}
+    return replace(matrix, **{k: v for k, v in overrides.items() if v is not None})
+
+
 def tune_command(
-    stack: str = typer.Argument(..., help="fastapi | triton | clearml"),
+    stack: str = typer.Argument(..., help="fastapi | triton | clearml | minimal (the plain ensemble)"),
     slo_p99_ms: float = typer.Option(250.0, help="The p99 latency a winner must stay under, ms."),
     budget: int = typer.Option(8, min=1, help="Trials at most (each brings the stack up and saturates it)."),
     seconds: float = typer.Option(8.0, min=1.0, help="Saturation seconds per trial."),
@@ -64,15 +87,15 @@ def bench_command(
     model_dir: ModelDir = Path("build/model"),
     out: RunsOut = Path("results"),
     metrics_port: RunMetricsPort = None,
+    latency_bound_ms: LatencyBound = None,
 ) -> None:
-    """`make bench`: tune every stack (bounded), then race them at their tuned settings beside their defaults and
-    the minimal Triton ensemble, in interleaved rounds."""
-    from loadtest.matrix.config import MatrixConfig
+    """`make bench`: tune every stack and the plain ensemble (bounded), then race them at their tuned settings
+    beside their defaults in interleaved rounds, ranked by the highest open-loop rate under a p99 bound."""
     from loadtest.matrix.run import run_matrix
     from loadtest.tune import bench_entry, tune, write
 
-    matrix = MatrixConfig.load(config)
-    for stack in ("fastapi", "triton", "clearml"):
+    matrix = _matrix(config, None, latency_bound_ms)
+    for stack in ("minimal", "fastapi", "triton", "clearml"):
         console.print(f"[bold]tuning {stack}[/] ({budget} trials, p99 <= {slo_p99_ms:g} ms)")
         result = tune(stack, model_dir, slo_p99_ms=slo_p99_ms, budget=budget)
         write(result, out / "tune")

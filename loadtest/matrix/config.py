@@ -1,5 +1,6 @@
 """The matrix file (`loadtest/matrices/*.toml`) and the configurations it expands into: which stacks, with which
-WORKERS, BATCHING, PADDING, tracing ratio and tuned settings, and how long each phase lasts."""
+WORKERS, BATCHING, PADDING, tracing ratio and tuned settings, how long each phase lasts, and the latency bound the
+configurations are ranked at. Every key and its default: docs/load-testing.md, "The matrix file"."""
 
 from __future__ import annotations
 
@@ -41,6 +42,20 @@ class RunSpec:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.tuning}
 
 
+BOUND_MS = {"cpu": 250.0, "sim": 50.0}
+"""The default p99 bound of the search, by device: a batch of 16 short sentences takes the real model ~50 ms on 2
+cores, so 250 ms leaves room for a few batches in the queue; on the simulated accelerator the model takes ~2 ms a
+batch and the servers' own work sets the latency."""
+TINY_BOUND_MS = 40.0
+"""The tiny model's (`serving model tiny`, 2 layers: about a tenth of the real model's cost)."""
+TINY_MODELS = ("tiny-bert",)
+
+
+def default_bound_ms(model: str, device: str = "cpu") -> float:
+    """The p99 bound a run ranks at unless its matrix file sets one."""
+    return TINY_BOUND_MS if model in TINY_MODELS else BOUND_MS[device]
+
+
 def _frozen(value):
     return tuple(value) if isinstance(value, list) else value
 
@@ -75,10 +90,29 @@ class MatrixConfig:
     accelerator, `services.common.sim_device`, with the two settings below)."""
     sim_fixed_us: float = DEFAULT_FIXED_US
     sim_per_token_us: float = DEFAULT_PER_TOKEN_US
+    search: bool = True
+    """Search each configuration's highest open-loop rate whose p99 stays under `latency_bound_ms`, in every round:
+    the figure the report ranks by (`loadtest.bound_search`)."""
+    latency_bound_ms: float | None = None
+    """The p99 bound of the search; None: the model's default (`default_bound_ms`)."""
+    search_seconds: float = 5
+    """Length of each probe of the search (an open-loop attack at one rate)."""
+    search_probes: int = 7
+    """Probes at most per configuration and round."""
+    search_precision: float = 0.05
+    """The search ends once the rates that met and missed the bound are this close (relative)."""
 
     def __post_init__(self):
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, not '{self.device}'")
+        if self.latency_bound_ms is not None and self.latency_bound_ms <= 0:
+            raise ValueError(f"latency_bound_ms must be > 0, not {self.latency_bound_ms}")
+        if self.search_probes < 1 or self.search_seconds <= 0 or self.search_precision <= 0:
+            raise ValueError("search_probes must be >= 1, search_seconds and search_precision > 0")
+
+    def bound_ms(self, model: str) -> float:
+        """The p99 bound this run ranks at: the file's, else the model's default on this device."""
+        return self.latency_bound_ms or default_bound_ms(model, self.device)
 
     @property
     def device_settings(self) -> dict:

@@ -1,15 +1,18 @@
 """One configuration of the matrix, one round: bring the stack up, warm it up, measure its saturated throughput
-(closed loop) with the CPU its processes spend per request and the batch Triton formed, attack it open loop at
-fractions of that throughput, take it down. Every attack's raw results are written as it ends."""
+(closed loop) with the CPU its processes spend per request and the batch Triton formed, search the highest open-loop
+rate whose p99 stays under the run's latency bound (with the CPU and batch at each probed rate), attack it open loop
+at fractions of the saturated throughput, take it down. Every attack's raw results are written as it ends."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
 
 from loadtest import engine
+from loadtest.bound_search import MIN_SUCCESS, Probe, search
 from loadtest.matrix.config import MatrixConfig, RunSpec, settings_text
 from loadtest.matrix.traces import analyze_config
 from loadtest.metrics import GeneratorMetrics
@@ -21,6 +24,14 @@ from loadtest.tracing import ClientTracing, client_tracing
 
 console = Console(stderr=True)
 
+PROBE_LEAD_IN = 0.5
+"""Seconds at the start of each probe of the search whose requests are sent but not counted: the generator opens its
+connections and the stack's threads wake, which would otherwise set a short probe's p99
+(docs/decisions/bound-ranking.md)."""
+PAUSE_AFTER_MISS = 1.0
+"""Seconds between a probe that missed the bound (the stack may still be draining its queue or shedding) and the
+next."""
+
 
 @dataclass
 class Measurement:
@@ -29,7 +40,7 @@ class Measurement:
     stack: str
     workers: int
     batching: bool
-    kind: str  # saturation | load
+    kind: str  # saturation | load | probe (one rate of the search) | bound (the search's answer)
     offered_rate: float | None
     throughput: float
     success: float
@@ -53,6 +64,11 @@ class Measurement:
     model_cpu_us_per_sequence: float | None = None
     """Saturation: raw ONNX Runtime's CPU per sequence at `batch_size`, from the references measured just before
     and just after this measurement's round (the machine's speed drifts within a run)."""
+    latency_bound_ms: float | None = None
+    """Probe and bound: the p99 bound of the search."""
+    goodput: float | None = None
+    """Probe and bound: answers that succeeded within the bound, per second of the attack. A bound row's
+    `offered_rate` and `throughput` are the highest rate that met the bound (0 when none did)."""
 
     @property
     def label(self) -> str:
@@ -95,6 +111,8 @@ class ConfigRound:
 
     def __post_init__(self) -> None:
         self.targets = self.running.targets(self.config.mix, self.config.texts_per_request, count=200)
+        self.answered = 0
+        """The successes of the last attack, lead-in included."""
 
     def _tracing(self, rate: float | None) -> ClientTracing | None:
         if self.run.trace_ratio <= 0:
@@ -132,6 +150,46 @@ class ConfigRound:
         )
         return saturation
 
+    def search(self, start: float, bound_ms: float) -> list[Measurement]:
+        """The highest open-loop rate whose p99 meets `bound_ms`, searched from `start` req/s: every probe's row,
+        then the bound row (the best probe's figures; offered rate 0 when no probe met the bound)."""
+        config = self.config
+        rows: list[Measurement] = []
+
+        def probe(rate: float) -> Probe:
+            if rows and not (rows[-1].p99_ms <= bound_ms and rows[-1].success >= MIN_SUCCESS):
+                time.sleep(PAUSE_AFTER_MISS)  # let a stack that was overloaded drain and stop shedding
+            batches_before = self.running.triton_batches()
+            cpu_before = self.running.cpu_seconds()
+            spec = engine.AttackSpec(
+                targets=self.targets,
+                rate=rate,
+                duration=config.search_seconds + PROBE_LEAD_IN,
+                name=self.run.name,
+                timeout=max(5.0, 20 * bound_ms / 1000),
+            )
+            filename = f"r{self.round_no}-{self.run.name}-probe{rate:g}.jsonl"
+            row = self._measure(spec, "probe", filename, bound_ms, lead_in=int(rate * PROBE_LEAD_IN))
+            row.cpu_us_per_request, row.front_cpu_us_per_request = cpu_us_per_request(
+                cpu_before, self.running.cpu_seconds(), self.answered
+            )
+            row.batch_size = mean_batch(batches_before, self.running.triton_batches())
+            rows.append(row)
+            return Probe(rate, row.p99_ms, row.success, row.goodput or 0.0, {"row": row})
+
+        found = search(probe, bound_ms, start, probes=config.search_probes, precision=config.search_precision)
+        best = found.best
+        if best is None:
+            bound = replace(rows[-1], kind="bound", offered_rate=0.0, throughput=0.0, goodput=0.0, warnings=[])
+            console.print(f"{bound.label}: no rate probed met p99 <= {bound_ms:g} ms")
+        else:
+            bound = replace(best.details["row"], kind="bound", throughput=best.rate)
+            console.print(
+                f"{bound.label}: {best.rate:.1f} req/s with p99 {best.p99_ms:.1f} ms <= {bound_ms:g} ms "
+                f"({len(found.probes)} probes)"
+            )
+        return [*rows, bound]
+
     def load(self, rate: float) -> Measurement:
         """Open loop at `rate` for the config's `load_seconds`; its warnings are printed as they come."""
         spec = engine.AttackSpec(
@@ -147,9 +205,13 @@ class ConfigRound:
             console.print(f"[bold red]WARNING[/] {measurement.label} at {rate:g} req/s: {note}")
         return measurement
 
-    def _measure(self, spec: engine.AttackSpec, kind: str, filename: str) -> Measurement:
-        """Run one attack, feed the generator's metrics as results come, write its raw results, summarise it.
-        Saturated throughput counts successes over the attack's wall time, load throughput is the summary's."""
+    def _measure(
+        self, spec: engine.AttackSpec, kind: str, filename: str, bound_ms: float | None = None, lead_in: int = 0
+    ) -> Measurement:
+        """Run one attack, feed the generator's metrics as results come, write its raw results (every request),
+        summarise it without its first `lead_in` requests. Saturated throughput counts successes over the attack's
+        wall time, load throughput is the summary's; with `bound_ms`, the goodput: successes within the bound per
+        second of the counted schedule. `self.answered`: the successes of the whole attack (for CPU per request)."""
         run = self.run
         results: list[Result] = []
         labels = {"stack": run.stack, "workers": str(run.workers), "batching": "on" if run.batching else "off"}
@@ -162,10 +224,16 @@ class ConfigRound:
 
         stats = engine.attack(spec, on_result)
         write_results(sorted(results, key=lambda r: r.seq), self.raw_dir / filename)
+        self.answered = sum(1 for r in results if 200 <= r.code < 400)
+        results = [r for r in results if r.seq >= lead_in] or results
         summary = summarize(results)
         lat = summary["latencies"]
         ok = sum(1 for r in results if 200 <= r.code < 400)
-        throughput = summary["throughput"] if kind == "load" else ok / stats.wall_seconds
+        throughput = ok / stats.wall_seconds if kind == "saturation" else summary["throughput"]
+        goodput = None
+        if bound_ms is not None:
+            good = sum(1 for r in results if 200 <= r.code < 400 and r.latency <= bound_ms * 1e6)
+            goodput = good / (spec.duration - lead_in / spec.rate)
         return Measurement(
             stack=run.stack,
             workers=run.workers,
@@ -184,6 +252,8 @@ class ConfigRound:
             tracing=run.tracing,
             round=self.round_no,
             settings=settings_text(run.tuning),
+            latency_bound_ms=bound_ms,
+            goodput=goodput,
         )
 
 
@@ -196,8 +266,10 @@ def run_config(
     analyses: dict | None = None,
     round_no: int = 1,
     load_levels: list[float] | None = None,
+    bound_ms: float | None = None,
 ) -> list[Measurement]:
-    """One configuration, one round: up, warm up, saturate, the open-loop levels (`load_levels` as fractions of the
+    """One configuration, one round: up, warm up, saturate, the search under `bound_ms` (when given and the config
+    searches; it starts at 0.8 of the saturated throughput), the open-loop levels (`load_levels` as fractions of the
     saturated throughput, default the config's), down. A traced configuration's analysis goes into `analyses` (when
     given) under its name."""
     levels = config.load_levels if load_levels is None else load_levels
@@ -215,6 +287,8 @@ def run_config(
         attacks = ConfigRound(config, run, running, raw_dir, round_no, metrics)
         saturation = attacks.saturate()
         measurements = [saturation]
+        if config.search and bound_ms:
+            measurements += attacks.search(max(1.0, 0.8 * saturation.throughput), bound_ms)
         for level in levels:
             measurements.append(attacks.load(max(1.0, round(level * saturation.throughput, 1))))
         if traced and analyses is not None:

@@ -1,6 +1,6 @@
 """What a matrix run leaves in results/<run-id>/: summary.json and summary.csv (every measurement), machine.json,
-the charts (throughput.png, latency.png) and report.md, all from the measurements, so `loadtest plot` can redraw
-them from summary.json."""
+the charts (ranking.png, throughput.png, latency.png) and report.md, all from the measurements, so `loadtest plot`
+can redraw them from summary.json."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from loadtest.ceiling import ceiling_name
 from loadtest.matrix.config import MatrixConfig
 from loadtest.matrix.goals import gateway_goals, goals_section
 from loadtest.matrix.measure import Measurement
+from loadtest.matrix.ranking import ordering, ranked, ratio_text, round_ratios, yardstick
 from loadtest.matrix.summary import Summary, aggregate, model_cpu
 from loadtest.matrix.traces import analysis_section
 
@@ -34,6 +35,35 @@ NOTES = (
     "stack's CPU per request: 100% would be a server that costs nothing beyond the model; above 100%, the "
     "machine was faster during that configuration than around it."
 )
+
+
+RANKING_COLUMNS = (
+    "| configuration | req/s at the bound | min-max | × yardstick | goodput/s | p50 ms | p99 ms | server CPU us/req "
+    "| batch | closed loop req/s (secondary) | settings |"
+)
+_RANKING_ALIGN = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+
+
+def caveats(config: MatrixConfig, bound_ms: float | None, sim: bool) -> str:
+    """What ran, said beside every table: where the encoder ran and how, which loop, which bound."""
+    encoder = (
+        "every encoder ran on the simulated accelerator (no CPU for the model)"
+        if sim
+        else "Triton's encoder (triton, clearml and minimal stacks) is a Python-backend model calling ONNX Runtime, "
+        "because the local tritonserver (the nvidia-pytriton wheel) has no native onnxruntime backend; the "
+        "container templates use the native backend, whose costs differ, so a Triton deployment's figures will not "
+        "be these"
+    )
+    loops = (
+        f"ranked open loop (requests due on a schedule, latency from the due time) by the highest rate whose p99 "
+        f"stayed within {bound_ms:g} ms; "
+        if bound_ms
+        else ""
+    )
+    return (
+        f"**What ran**: {encoder}; {loops}the closed-loop figure is {config.concurrency} concurrent requests "
+        "(a client setting, not a batching stack's capacity)."
+    )
 
 
 SIM_NOTE = [
@@ -60,6 +90,11 @@ def write_outputs(
     saturated = aggregate([m for m in measurements if m.kind == "saturation"])
     label = "simulated device ceiling" if ceiling.get("device") == "sim" else "raw ONNX Runtime ceiling"
     throughput_chart(saturated, ceiling["rate"], out / "throughput.png", label)
+    bound = aggregate([m for m in measurements if m.kind == "bound"])
+    if bound:
+        bound_ms = _bound_ms(measurements)
+        ylabel = f"requests/s with p99 <= {bound_ms:g} ms (open loop)"
+        throughput_chart(bound, ceiling["rate"], out / "ranking.png", label, ylabel)
     load = [m for m in measurements if m.kind == "load"]
     if load:
         latency_chart(load, out / "latency.png")
@@ -89,7 +124,17 @@ def markdown(
     """report.md: how the run was made, the saturation table (fastest first), the notes, the charts, the traced
     configurations' analyses and every warning."""
     saturated = aggregate([m for m in measurements if m.kind == "saturation"])
-    lines = [f"# Benchmark {name}", "", *_method(saturated, ceiling, info, config), "", COLUMNS, _ALIGN]
+    bound_ms = _bound_ms(measurements)
+    lines = [f"# Benchmark {name}", "", *_method(saturated, ceiling, info, config), ""]
+    lines += _ranking(measurements, saturated, bound_ms, caveats(config, bound_ms, ceiling.get("device") == "sim"))
+    lines += [
+        "## Closed loop" + (" (secondary)" if bound_ms else ""),
+        "",
+        caveats(config, bound_ms, ceiling.get("device") == "sim"),
+        "",
+        COLUMNS,
+        _ALIGN,
+    ]
     lines += [_row(m, ceiling) for m in sorted(saturated, key=lambda m: -m.throughput)]
     flagged = [m for m in saturated if m.spread > SPREAD_FLAG]
     if flagged:
@@ -119,6 +164,62 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
+def _bound_ms(measurements: list[Measurement]) -> float | None:
+    return next((m.latency_bound_ms for m in measurements if m.kind == "bound"), None)
+
+
+def _ranking(
+    measurements: list[Measurement], saturated: list[Summary], bound_ms: float | None, what_ran: str
+) -> list[str]:
+    """The ranking section: every configuration's rate at the bound, the yardstick and the ratios against it (or
+    why none), the order the rounds allow, the chart."""
+    if bound_ms is None:
+        return []
+    summaries = ranked(measurements)
+    stick = yardstick(summaries)
+    closed = {s.label: s for s in saturated}
+    lines = [f"## Ranking: requests/s with p99 ≤ {bound_ms:g} ms, open loop", "", what_ran, ""]
+    lines += [RANKING_COLUMNS, _RANKING_ALIGN]
+    for m in summaries:
+        ratio = "-"
+        if stick.summary is not None and m.label == stick.summary.label:
+            ratio = "yardstick"
+        elif stick.summary is not None:
+            ratio = ratio_text(round_ratios(measurements, m.label, stick.summary.label))
+        rate = f"{m.throughput:.1f}" if m.throughput else "none met it"
+        closed_rate = f"{closed[m.label].throughput:.1f}" if m.label in closed else "-"
+        lines.append(
+            f"| {m.label} | {rate} | {m.low:.0f}-{m.high:.0f} | {ratio} | {m.goodput or 0:.1f} | {m.p50_ms:.1f} | "
+            f"{m.p99_ms:.1f} | {_us(m.cpu_us_per_request)} | {_batch(m.batch_size)} | {closed_rate} | {m.settings} |"
+        )
+    lines.append("")
+    if stick.summary is None:
+        lines.append(stick.refusal)
+    else:
+        lines.append(
+            f"Yardstick: **{stick.summary.label}**, the faster of the plain ensemble (`loadtest/minimal`) and the "
+            "project's ensemble in this run; each ratio is the median of the rounds' ratios (same round, same "
+            "machine) with their min-max."
+        )
+    order = ordering(summaries)
+    if order:
+        lines += ["", order]
+    lines += [
+        "",
+        "Each figure: the highest offered rate whose p99 met the bound in the search (median over the rounds), with "
+        "the goodput (answers within the bound per second), latency, server CPU per request and the mean batch "
+        "Triton's encoder formed at that rate.",
+        "",
+        "![ranking](ranking.png)",
+        "",
+    ]
+    return lines
+
+
+def _batch(value: float | None) -> str:
+    return f"{value:.1f}" if value else "-"
+
+
 def _method(saturated: list[Summary], ceiling: dict, info: dict, config: MatrixConfig) -> list[str]:
     """The paragraphs above the table: the machine, the phases, the ceiling and its drift over the run."""
     rounds = max((m.rounds for m in saturated), default=1)
@@ -137,6 +238,13 @@ def _method(saturated: list[Summary], ceiling: dict, info: dict, config: MatrixC
             f"load levels: open loop, {config.load_seconds:g} s each, in the last round."
             if config.load_levels
             else "no open-loop levels."
+        )
+        + (
+            f" Search: in every round, up to {config.search_probes} open-loop probes of {config.search_seconds:g} s "
+            f"from 0.8× the closed loop's rate, until the rates that met and missed the bound are within "
+            f"{config.search_precision:.0%}."
+            if config.search
+            else ""
         ),
         "",
         f"{ceiling_name(ceiling)[0].upper()}{ceiling_name(ceiling)[1:]} (no server, best batch size "

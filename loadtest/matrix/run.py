@@ -65,8 +65,11 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
     )
     measurements: list[Measurement] = []
     analyses: dict = {}
+    bound_ms = config.bound_ms(info["model"]) if config.search else None
+    if bound_ms:
+        console.print(f"ranking by the highest open-loop rate with p99 <= {bound_ms:g} ms ({info['model']})")
     for round_no in range(1, config.rounds + 1):
-        measurements += _round(config, round_no, model_dir, raw_dir, metrics, analyses)
+        measurements += _round(config, round_no, model_dir, raw_dir, metrics, analyses, bound_ms)
         if config.rounds > 1:  # the reference after every round: each round is judged against its own machine
             references.append(ceiling(model_dir, texts, config.ceiling_seconds, **config.device_settings))
             console.print(
@@ -88,8 +91,10 @@ def _round(
     raw_dir: Path,
     metrics: GeneratorMetrics | None,
     analyses: dict,
+    bound_ms: float | None = None,
 ) -> list[Measurement]:
-    """Every configuration once; only the last round runs the open-loop levels and analyses the traces."""
+    """Every configuration once, each searched under `bound_ms`; only the last round runs the open-loop levels and
+    analyses the traces."""
     last = round_no == config.rounds
     runs = config.runs()
     measurements: list[Measurement] = []
@@ -100,7 +105,15 @@ def _round(
             + (f" {run.tracing}" if run.tracing else "")
         )
         measurements += run_config(
-            config, run, model_dir, raw_dir, metrics, analyses if last else None, round_no, None if last else []
+            config,
+            run,
+            model_dir,
+            raw_dir,
+            metrics,
+            analyses if last else None,
+            round_no,
+            None if last else [],
+            bound_ms,
         )
     return measurements
 

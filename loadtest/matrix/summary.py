@@ -1,5 +1,6 @@
-"""A run's figures brought together: each configuration's saturation over its rounds as medians with the
-throughput's min-max, and the raw ONNX Runtime references measured around the rounds as one ceiling."""
+"""A run's figures brought together: each configuration's saturation (or the rate its search found under the
+latency bound) over its rounds as medians with the throughput's min-max, and the raw ONNX Runtime references measured
+around the rounds as one ceiling."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ class Summary:
     settings: str = "defaults"
     batch_size: float | None = None
     model_cpu_us_per_sequence: float | None = None
+    goodput: float | None = None
+    """Bound rows: answers within the bound per second at the rate found."""
 
     @property
     def spread(self) -> float:
@@ -44,7 +47,7 @@ def _median(values):
 
 
 def aggregate(saturated: list[Measurement]) -> list[Summary]:
-    """One Summary per label, in the order the labels first appear."""
+    """One Summary per label, in the order the labels first appear (rows of one kind: saturation, or bound)."""
     groups: dict[str, list[Measurement]] = {}
     for m in saturated:
         groups.setdefault(m.label, []).append(m)
@@ -71,6 +74,7 @@ def _summary(label: str, items: list[Measurement]) -> Summary:
         first.settings,
         _median([m.batch_size for m in items]),
         _median([m.model_cpu_us_per_sequence for m in items]),
+        _median([m.goodput for m in items]),
     )
 
 

@@ -1,4 +1,6 @@
-"""The minimal ensemble's encoder: the batch padded to its longest sequence, one ONNX Runtime call (2 threads)."""
+"""The minimal ensemble's encoder: the batch padded to its longest sequence, one ONNX Runtime call (2 threads that
+do not spin between calls, as in the project's encoder: spinning threads take the cores the tokenizer and Triton's
+front end need, docs/decisions/cpu-budget.md)."""
 
 import numpy as np
 import onnxruntime as ort
@@ -11,6 +13,7 @@ class TritonPythonModel:
     def initialize(self, args):
         options = ort.SessionOptions()
         options.intra_op_num_threads = 2
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         path = f"{args['model_repository']}/{args['model_version']}/model.onnx"
         self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}

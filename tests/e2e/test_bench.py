@@ -19,6 +19,8 @@ load_levels = [0.5]
 ceiling_seconds = 1
 trace_ratio = 0.5
 rounds = 2
+search_seconds = 1
+search_probes = 2
 
 [[configs]]
 stack = "fastapi"
@@ -64,6 +66,12 @@ def test_tiny_matrix_writes_report_summary_and_charts(tmp_path, tiny_model):
     assert [row["label"] for row in saturated] == ["fastapi w1", "clearml w1 batching on"] * 2, "interleaved rounds"
     assert [row["round"] for row in saturated] == ["1", "1", "2", "2"]
     assert len([row for row in rows if row["kind"] == "load"]) == 2, "one open-loop level per configuration, last round"
+    bound = [row for row in rows if row["kind"] == "bound"]
+    assert [(row["label"], row["round"]) for row in bound] == [(row["label"], row["round"]) for row in saturated]
+    assert all(float(row["latency_bound_ms"]) == 40.0 for row in bound), "the tiny model's default bound"
+    probes = [row for row in rows if row["kind"] == "probe"]
+    assert 4 <= len(probes) <= 8, "one or two probes per configuration and round"
+    assert all(float(row["offered_rate"]) > 0 and float(row["goodput"]) >= 0 for row in probes)
     # figure sizes at 110 dpi: the bar chart is (max(6, 1.1 * bars + 2) x 4.5) inches, the latency chart 12 x 4.5
     assert png_size(run / "throughput.png") == (660, 495)
     assert png_size(run / "latency.png") == (1320, 495)
@@ -72,10 +80,13 @@ def test_tiny_matrix_writes_report_summary_and_charts(tmp_path, tiny_model):
     assert "in 2 interleaved round(s)" in report and "| min-max |" in report
     assert "at the start of the run" in report, "the ceiling is measured at the start and at the end"
     assert "| batch | ORT CPU us/seq at that batch | efficiency |" in report
-    clearml_row = next(line for line in report.splitlines() if line.startswith("| clearml w1 batching on |"))
+    closed = report[report.index("## Closed loop (secondary)") :]
+    clearml_row = next(line for line in closed.splitlines() if line.startswith("| clearml w1 batching on |"))
     assert clearml_row.count("%") >= 2, "the clearml row has its efficiency (and success) percentages"
     assert all(float(row["batch_size"]) >= 1 for row in saturated), "Triton's formed batch, 1 in-process"
     assert "![throughput](throughput.png)" in report and "![latency](latency.png)" in report
+    assert "## Ranking: requests/s with p99 ≤ 40 ms, open loop" in report and png_size(run / "ranking.png")[0] > 0
+    assert "No ratio: the yardstick is the faster of the plain ensemble" in report, "neither ensemble ran"
     # traced: each configuration's stage breakdown and verdict, with its own analysis and charts
     assert "## Why: where the time goes" in report
     for name in ("fastapi-w1-on", "clearml-w1-on"):

@@ -1,6 +1,7 @@
 """Matrix files expand into the configurations they name; every shipped matrix file loads; the rounds of a run
 come together as medians, the ceiling's references as one, each round's model cost from its own references."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,33 @@ def test_a_matrix_names_the_device_its_stacks_and_ceiling_run_on():
     assert MatrixConfig(configs=[]).device_settings["device"] == "cpu"
     with pytest.raises(ValueError, match="device must be one of cpu, sim"):
         MatrixConfig(configs=[], device="gpu")
+
+
+def test_the_quick_matrix_is_one_round_of_the_three_stacks_and_the_plain_ensemble_at_their_defaults():
+    quick = MatrixConfig.load(ROOT / "loadtest" / "matrices" / "quick.toml")
+    assert quick.rounds == 1 and quick.search and quick.load_levels == []
+    assert [(r.stack, r.workers, r.tuning) for r in quick.runs()] == [
+        ("minimal", 1, ()),
+        ("fastapi", 1, ()),
+        ("triton", 1, ()),
+        ("clearml", 1, ()),
+    ]
+    assert quick.bound_ms("all-MiniLM-L6-v2") == 250.0 and quick.bound_ms("tiny-bert") == 40.0
+    assert replace(quick, device="sim").bound_ms("all-MiniLM-L6-v2") == 50.0
+    assert replace(quick, latency_bound_ms=100.0).bound_ms("tiny-bert") == 100.0, "the file's (or option's) first"
+
+
+def test_the_command_line_puts_its_device_and_bound_in_place_of_the_files(tmp_path):
+    from loadtest.cli.bench import _matrix
+
+    path = ROOT / "loadtest" / "matrices" / "quick.toml"
+    assert _matrix(path, None, None) == MatrixConfig.load(path)
+    changed = _matrix(path, "sim", 75.0)
+    assert (changed.device, changed.latency_bound_ms, changed.configs) == ("sim", 75.0, MatrixConfig.load(path).configs)
+    with pytest.raises(ValueError, match="device must be one of"):
+        _matrix(path, "gpu", None)
+    with pytest.raises(ValueError, match="latency_bound_ms must be > 0"):
+        MatrixConfig(configs=[], latency_bound_ms=0)
 
 
 def test_labels_name_what_differs():
