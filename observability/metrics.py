@@ -102,6 +102,18 @@ COALESCED_TEXTS = Histogram(
 TRITON_RETRIES = Counter(
     "serving_triton_retries_total", "Triton calls sent once more because their replica went away with them"
 )
+TRITON_REPLICA_EJECTED = Gauge(
+    "serving_triton_replica_ejected",
+    "Gateway workers that have this Triton replica out of rotation now, by why: unavailable (its connection lost), "
+    "internal (INTERNAL where another replica answered), not_found (a model it alone lacks; out for that model only)",
+    ["replica", "reason"],
+    multiprocess_mode="livesum",
+)
+TRITON_EJECTIONS = Counter(
+    "serving_triton_ejections_total",
+    "Times a gateway worker took a Triton replica out of rotation",
+    ["replica", "reason"],
+)
 TOKENS = Counter("serving_tokens_total", "Tokens processed (after truncation)")
 TRUNCATED = Counter("serving_truncated_texts_total", "Texts truncated to the model's maximum length")
 CONFIG_ERRORS = Gauge(
