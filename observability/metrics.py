@@ -114,6 +114,12 @@ TRITON_EJECTIONS = Counter(
     "Times a gateway worker took a Triton replica out of rotation",
     ["replica", "reason"],
 )
+TRITON_SEQUENCES = Counter(
+    "serving_triton_sequences_total",
+    "Sequences a Triton replica answered for this gateway's callers (GATEWAY_TRITON_BALANCE=least_work over several "
+    "replicas), by replica; the copies sent to a slow replica to see it recover are not counted",
+    ["replica"],
+)
 TOKENS = Counter("serving_tokens_total", "Tokens processed (after truncation)")
 TRUNCATED = Counter("serving_truncated_texts_total", "Texts truncated to the model's maximum length")
 CONFIG_ERRORS = Gauge(

@@ -4,10 +4,13 @@
 Picking: each replica's cost is `(recent sequences + this call's) x slowness`, the cheapest wins (ties at random).
 - Recent sequences: the sequences this worker sent it, decayed with a half-life of `LOAD_HALF_LIFE` seconds, so
   sequences, not calls, are spread: a coalesced batch of 30 weighs 30 singles.
-- Slowness: an EWMA of how long its calls took against what calls of that size took on every replica (`expected`,
-  per power-of-two size), so a replica twice as slow gets about half the sequences. It fades back to 1 with a
-  half-life of `SLOWNESS_HALF_LIFE` seconds, so a replica that got nothing while slow gets calls again and shows it
-  recovered; a call outstanding longer than its size's `expected` counts at once (a stalled replica).
+- Slowness: an EWMA of how long its calls took against what calls of that size usually take (`expected`, per
+  power-of-two size, learnt from every replica but slow outliers): a replica twice as slow as another gets about
+  half as many sequences. A call outstanding longer than its size's `expected` counts at once (a stalled replica).
+  It fades back to 1 with a half-life of `SLOWNESS_HALF_LIFE` seconds.
+- Slow outliers: a replica more than `OUTLIER` times slower than the least slow one gets no calls (a gateway worker
+  waits on its batch: one call there would set the fleet's p99). A copy of a call is sent to it now and then
+  (`shadow`), no caller waiting on it, and its time shows when it has recovered.
 
 Ejection (as Envoy's and gRPC's outlier detection): a replica whose call failed is out of rotation for `base`
 seconds, doubled for each ejection in a row (a failure within `longest` seconds of the last ejection's end) up to
@@ -28,15 +31,20 @@ Policy = Literal["least_work", "round_robin"]
 DEFAULT_POLICY: Policy = "least_work"
 """`least_work`: this module; `round_robin`: gRPC's own policy over one channel (every call to the next replica)."""
 
-REASONS = ("unavailable", "internal", "not_found")
-"""Why a replica was ejected: its connection lost (UNAVAILABLE, not a full queue; CANCELLED by the server), INTERNAL
-where another replica answered the same call, a model it lacks while another replica has it."""
+REASONS = ("unavailable", "internal", "not_found", "slow")
+"""Why a replica is out of rotation: its connection lost (UNAVAILABLE, not a full queue; CANCELLED by the server),
+INTERNAL where another replica answered the same call, a model it lacks while another replica has it, or a slow
+outlier (`OUTLIER`)."""
 
 LOAD_HALF_LIFE = 1.0
 SLOWNESS_HALF_LIFE = 5.0
 SLOWNESS_WEIGHT = 0.3  # of each new sample in a replica's slowness
 EXPECTED_WEIGHT = 0.1  # of each new sample in the fleet's expected time for a size
 SLOWNESS_RANGE = (0.1, 100.0)
+OUTLIER = 3.0
+"""A replica this much slower than the least slow one is a slow outlier: no calls, shadow probes; its calls teach
+no replica's `expected`."""
+SHADOW_EVERY = 0.5
 
 
 @dataclass
@@ -47,6 +55,7 @@ class Call:
     size: int
     model: str
     started: float
+    shadow: bool = False  # a copy no caller waits on (`Balancer.shadow`)
 
 
 @dataclass
@@ -66,6 +75,8 @@ class Replica:
     slowness: float = 1.0
     slowness_at: float = 0.0
     calls: dict[int, Call] = field(default_factory=dict)  # in flight, by id()
+    slow: bool = False  # a slow outlier: no calls, shadow probes only
+    shadow_at: float = float("-inf")
 
 
 Listener = Callable[[str, str, bool], None]
@@ -115,7 +126,9 @@ class Balancer:
                 if key in self.ejections:
                     self.ejections[key].probing = True
         else:
-            serving = [r for r in candidates if not self._ejected(r.address, model)] or candidates
+            self._mark_slow(now)
+            healthy = [r for r in candidates if not self._ejected(r.address, model)]
+            serving = [r for r in healthy if not r.slow] or healthy or candidates
             costs = [(self._load(r, now) + size) * self._slowness(r, now) for r in serving]
             least = min(costs)
             replica = self.rng.choice([r for r, cost in zip(serving, costs, strict=True) if cost == least])
@@ -125,6 +138,20 @@ class Balancer:
         replica.calls[id(call)] = call
         return call
 
+    def shadow(self, size: int, model: str) -> Call | None:
+        """Where to send a copy of a call (`size` sequences to `model`) that no caller waits on: a slow outlier, at
+        most one copy in flight and one every `SHADOW_EVERY` seconds per replica, so its time shows when the replica
+        recovered. None when no replica is slow or none is due."""
+        now = self.clock()
+        for replica in self.replicas.values():
+            due = now - replica.shadow_at >= SHADOW_EVERY and not any(call.shadow for call in replica.calls.values())
+            if replica.slow and due and not self._ejected(replica.address, model):
+                replica.shadow_at = now
+                call = Call(replica.address, size, model, now, shadow=True)
+                replica.calls[id(call)] = call
+                return call
+        return None
+
     def succeeded(self, call: Call) -> None:
         """`call` answered: its time teaches the replica's slowness, and a call sent since its ejection (the probe, or
         any while every replica was out) puts the replica back."""
@@ -133,7 +160,8 @@ class Balancer:
         seconds = max(now - call.started, 1e-6)
         bucket = call.size.bit_length()
         expected = self.expected.setdefault(bucket, seconds)
-        self.expected[bucket] = expected + EXPECTED_WEIGHT * (seconds - expected)
+        if replica is None or not replica.slow:
+            self.expected[bucket] = expected + EXPECTED_WEIGHT * (seconds - expected)
         if replica is not None:
             slowness = self._slowness_now(replica, now)
             low, high = SLOWNESS_RANGE
@@ -161,8 +189,9 @@ class Balancer:
                 self.ejections[key].probing = False  # probe again with the next call
 
     def ejected(self) -> dict[str, str]:
-        """Replicas out of rotation now (for every model or one), with why."""
-        return {address: ejection.reason for (address, _), ejection in self.ejections.items()}
+        """Replicas out of rotation now (for every model or one, or slow), with why."""
+        slow = {address: "slow" for address, replica in self.replicas.items() if replica.slow}
+        return slow | {address: ejection.reason for (address, _), ejection in self.ejections.items()}
 
     def _end(self, call: Call) -> Replica | None:
         replica = self.replicas.get(call.address)
@@ -185,6 +214,16 @@ class Balancer:
     def _probe_due(self, address: str, model: str, now: float) -> bool:
         found = [self.ejections[key] for key in self._keys(address, model) if key in self.ejections]
         return bool(found) and all(e.until <= now and not e.probing for e in found)
+
+    def _mark_slow(self, now: float) -> None:
+        """Mark the slow outliers: slower than `OUTLIER` times the least slow replica (counting calls held now)."""
+        slowness = {address: self._slowness(r, now) for address, r in self.replicas.items()}
+        least = min(slowness.values())
+        for address, replica in self.replicas.items():
+            slow = len(slowness) > 1 and slowness[address] > OUTLIER * least
+            if slow != replica.slow:
+                replica.slow = slow
+                self.listener(address, "slow", slow)
 
     def _load(self, replica: Replica, now: float) -> float:
         return replica.load * 0.5 ** ((now - replica.load_at) / LOAD_HALF_LIFE)

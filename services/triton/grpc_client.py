@@ -11,6 +11,7 @@ showed their per-call bookkeeping as a visible share of a gateway worker's CPU t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -19,7 +20,7 @@ import numpy as np
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 from tritonclient.utils import np_to_triton_dtype, triton_to_np_dtype
 
-from observability.metrics import TRITON_RETRIES
+from observability.metrics import TRITON_RETRIES, TRITON_SEQUENCES
 from observability.tracing import inject_headers, tracing_enabled
 from services.common.deadline import time_left
 from services.common.errors import DeadlineExceeded, InvalidInput, NotFound, ServingError, Unavailable
@@ -44,6 +45,7 @@ class TritonClient:
         self._channel: grpc.aio.Channel | None = None
         self._stub: service_pb2_grpc.GRPCInferenceServiceStub | None = None
         self._ready_cache: dict[str, tuple[float, bool]] = {}
+        self._shadows: set[asyncio.Future] = set()
 
     @property
     def stub(self) -> service_pb2_grpc.GRPCInferenceServiceStub:
@@ -137,6 +139,9 @@ class TritonClient:
             if timeout <= 0:
                 raise DeadlineExceeded("the request's deadline passed before its Triton call")
             call = balancer.start(size, scope, exclude)
+            if attempt == 1 and (copy := balancer.shadow(size, scope)) is not None:
+                self._shadows.add(task := asyncio.ensure_future(self._shadow(copy, request, metadata)))
+                task.add_done_callback(self._shadows.discard)
             try:
                 response = await self.replicas.stub(call.address).ModelInfer(
                     request, timeout=timeout, metadata=metadata
@@ -164,9 +169,28 @@ class TritonClient:
                 balancer.abandoned(call)
                 raise
             balancer.succeeded(call)
+            TRITON_SEQUENCES.labels(call.address).inc(size)
             if suspect is not None and suspect[0].address != call.address:
                 balancer.failed(*suspect)
             return response
+
+    async def _shadow(self, call: Call, request: service_pb2.ModelInferRequest, metadata) -> None:
+        """A copy of a call sent to a slow replica that no caller waits on: its time tells the balancer whether the
+        replica recovered (`Balancer.shadow`)."""
+        assert self.replicas is not None
+        balancer = self.replicas.balancer
+        try:
+            await self.replicas.stub(call.address).ModelInfer(request, timeout=self.timeout, metadata=metadata)
+        except grpc.aio.AioRpcError as exc:
+            if _failure(exc) == "unavailable":
+                balancer.failed(call, "unavailable")
+            else:
+                balancer.abandoned(call)
+            return
+        except BaseException:
+            balancer.abandoned(call)
+            raise
+        balancer.succeeded(call)
 
     async def model_device(self, model: str, version: str = "") -> str:
         """The device `model` runs on, as its Triton configuration declares it (`config_device`)."""

@@ -82,11 +82,15 @@ class ReplicaChannels:
         self.stubs.clear()
 
     def _report(self, address: str, reason: str, ejected: bool) -> None:
-        held = any(a == address and e.reason == reason for (a, _), e in self.balancer.ejections.items())
+        held = (
+            ejected
+            if reason == "slow"
+            else any(a == address and e.reason == reason for (a, _), e in self.balancer.ejections.items())
+        )
         TRITON_REPLICA_EJECTED.labels(address, reason).set(1 if held else 0)
         if ejected:
             TRITON_EJECTIONS.labels(address, reason).inc()
-            log.warning("Triton replica %s is out of rotation (%s); a call will probe it back", address, reason)
+            log.warning("Triton replica %s is out of rotation (%s); calls will probe it back", address, reason)
         else:
             log.info("Triton replica %s is back in rotation", address)
 

@@ -1,5 +1,6 @@
 """The replica policy on a fake clock with made-up outcomes: sequences (not calls) spread evenly over healthy
-replicas, a slow replica given little and its share back once it recovers, a stalled call counted at once; a failing
+replicas, a slow replica given little and its share back once it recovers, a stalled call counted at once, a slow
+outlier given only shadow copies until their times show it recovered; a failing
 replica out of rotation for a growing time, probed back by one call, out for one model only when only that model
 is missing on it, and every replica used when all are out."""
 
@@ -166,3 +167,35 @@ def test_every_reason_is_reported_with_its_replica(reason):
     pool = balancer(clock, events)
     pool.failed(pool.start(1, "encoder", exclude=[A]), reason)
     assert events == [(B, reason, True)]
+
+
+def test_a_slow_outlier_gets_no_calls_only_shadow_copies_whose_times_bring_it_back():
+    clock, events = Clock(), []
+    pool = balancer(clock, events)
+    serve(pool, clock, 2.0, {A: 1.0, B: 1.0})
+    serve(pool, clock, 3.0, {A: 1.0, B: 10.0})
+    assert pool.ejected() == {B: "slow"} and (B, "slow", True) in events
+    assert {pool.start(30, "encoder").address for _ in range(20)} == {A}
+    copy = pool.shadow(30, "encoder")
+    assert copy is not None and copy.address == B and copy.shadow
+    assert pool.shadow(30, "encoder") is None, "one copy in flight"
+    clock.now += 0.017  # as fast as A again
+    pool.succeeded(copy)
+    assert pool.shadow(30, "encoder") is None, "one copy every SHADOW_EVERY seconds"
+    for _ in range(10):
+        clock.now += 0.5
+        pool.start(1, "encoder")  # where outliers are marked
+        copy = pool.shadow(30, "encoder")
+        if copy is None:
+            break
+        clock.now += 0.017
+        pool.succeeded(copy)
+    assert pool.ejected() == {} and events[-1] == (B, "slow", False)
+    assert B in {pool.start(30, "encoder").address for _ in range(20)}, "back in rotation"
+
+
+def test_healthy_replicas_get_no_shadow_copies():
+    clock = Clock()
+    pool = balancer(clock)
+    serve(pool, clock, 2.0, {A: 1.0, B: 1.2})
+    assert pool.shadow(30, "encoder") is None and pool.ejected() == {}
