@@ -4,13 +4,15 @@
 Picking: each replica's cost is `(recent sequences + this call's) x slowness`, the cheapest wins (ties at random).
 - Recent sequences: the sequences this worker sent it, decayed with a half-life of `LOAD_HALF_LIFE` seconds, so
   sequences, not calls, are spread: a coalesced batch of 30 weighs 30 singles.
-- Slowness: an EWMA of how long its calls took against what calls of that size usually take (`expected`, per
-  power-of-two size, learnt from every replica but slow outliers): a replica twice as slow as another gets about
-  half as many sequences. A call outstanding longer than its size's `expected` counts at once (a stalled replica).
-  It fades back to 1 with a half-life of `SLOWNESS_HALF_LIFE` seconds.
+- Slowness: how long its calls took against what calls of that size usually take (`expected`, per power-of-two
+  size, learnt from every replica but slow outliers, each call counting for at most `OUTLIER` times it), as a
+  peak-sensitive EWMA (a slower call counts at once, faster ones bring it down gradually): a replica twice as slow
+  as another gets about half as many sequences. A call outstanding longer than its size's `expected` counts at once
+  (a stalled replica). It fades back to 1 with a half-life of `SLOWNESS_HALF_LIFE` seconds.
 - Slow outliers: a replica more than `OUTLIER` times slower than the least slow one gets no calls (a gateway worker
-  waits on its batch: one call there would set the fleet's p99). A copy of a call is sent to it now and then
-  (`shadow`), no caller waiting on it, and its time shows when it has recovered.
+  waits on its batch: one call there would set the fleet's p99) until it is no more than `RECOVERED` times slower.
+  A copy of a call is sent to it now and then (`shadow`), no caller waiting on it, and its time shows when it has
+  recovered.
 
 Ejection (as Envoy's and gRPC's outlier detection): a replica whose call failed is out of rotation for `base`
 seconds, doubled for each ejection in a row (a failure within `longest` seconds of the last ejection's end) up to
@@ -38,12 +40,13 @@ outlier (`OUTLIER`)."""
 
 LOAD_HALF_LIFE = 1.0
 SLOWNESS_HALF_LIFE = 5.0
-SLOWNESS_WEIGHT = 0.3  # of each new sample in a replica's slowness
+SLOWNESS_WEIGHT = 0.3  # of each new sample below a replica's slowness
 EXPECTED_WEIGHT = 0.1  # of each new sample in the fleet's expected time for a size
 SLOWNESS_RANGE = (0.1, 100.0)
 OUTLIER = 3.0
 """A replica this much slower than the least slow one is a slow outlier: no calls, shadow probes; its calls teach
 no replica's `expected`."""
+RECOVERED = 1.5
 SHADOW_EVERY = 0.5
 
 
@@ -160,12 +163,14 @@ class Balancer:
         seconds = max(now - call.started, 1e-6)
         bucket = call.size.bit_length()
         expected = self.expected.setdefault(bucket, seconds)
-        if replica is None or not replica.slow:
-            self.expected[bucket] = expected + EXPECTED_WEIGHT * (seconds - expected)
+        if replica is None or not replica.slow:  # winsorized: one slow call moves it little
+            self.expected[bucket] = expected + EXPECTED_WEIGHT * (min(seconds, OUTLIER * expected) - expected)
         if replica is not None:
             slowness = self._slowness_now(replica, now)
             low, high = SLOWNESS_RANGE
-            replica.slowness = min(high, max(low, slowness + SLOWNESS_WEIGHT * (seconds / expected - slowness)))
+            sample = seconds / expected  # at once when slower (a peak-sensitive EWMA, as Finagle's and Linkerd's)
+            slowness = sample if sample > slowness else slowness + SLOWNESS_WEIGHT * (sample - slowness)
+            replica.slowness = min(high, max(low, slowness))
             replica.slowness_at = now
         for key in self._keys(call.address, call.model):
             if key in self.ejections and call.started >= self.ejections[key].since:
@@ -216,11 +221,12 @@ class Balancer:
         return bool(found) and all(e.until <= now and not e.probing for e in found)
 
     def _mark_slow(self, now: float) -> None:
-        """Mark the slow outliers: slower than `OUTLIER` times the least slow replica (counting calls held now)."""
+        """Mark the slow outliers: slower than `OUTLIER` times the least slow replica (counting calls held now), until
+        no slower than `RECOVERED` times it."""
         slowness = {address: self._slowness(r, now) for address, r in self.replicas.items()}
         least = min(slowness.values())
         for address, replica in self.replicas.items():
-            slow = len(slowness) > 1 and slowness[address] > OUTLIER * least
+            slow = len(slowness) > 1 and slowness[address] > (RECOVERED if replica.slow else OUTLIER) * least
             if slow != replica.slow:
                 replica.slow = slow
                 self.listener(address, "slow", slow)
