@@ -129,6 +129,7 @@ def test_a_replica_missing_the_model_alone_is_ejected_with_no_failed_request_and
     keeping, losing = replicas
     key = {HEADER: read_control_key(losing.launcher.run_dir / KEY_FILE)}
     ejected = ("serving_triton_replica_ejected{", f'replica="{losing.grpc_url}"', 'reason="not_found"')
+    retries_before = gateway_metric(gateway.url, "serving_triton_retries_total")
     with Load(gateway.url, pause=0.01) as load:
         time.sleep(0.5)
         unloaded = httpx.post(f"{losing.http_url}/v2/repository/models/encoder/unload", headers=key, timeout=30)
@@ -142,9 +143,11 @@ def test_a_replica_missing_the_model_alone_is_ejected_with_no_failed_request_and
         back = wait_for(lambda: gateway_metric(gateway.url, *ejected) == 0 and sequences(losing) > 0, 60)
         time.sleep(0.5)
     failed = [code for at, code in load.results if code != 200]
+    retries = gateway_metric(gateway.url, "serving_triton_retries_total") - retries_before
     print(
         f"\n{len(load.results)} requests ({len(load.since(unloaded_at))} from the unload on): {len(failed)} failed "
-        f"{failed[:5]}; ejected {out:.2f} s after the unload, back {back:.2f} s after the load"
+        f"{failed[:5]}; {retries:.0f} Triton calls sent once more; ejected {out:.2f} s after the unload, back "
+        f"{back:.2f} s after the load"
     )
     assert len(failed) <= 2, f"at most the first call of each of the gateway's 2 workers: {failed}"
     assert sequences(keeping) > held_out, "the other replica answered while it was out"
