@@ -196,7 +196,7 @@ class TritonClient:
         """The device `model` runs on, as its Triton configuration declares it (`config_device`)."""
         request = service_pb2.ModelConfigRequest(name=model, version=version)
         try:
-            response = await (await self._status_stub(model)).ModelConfig(request, timeout=min(self.timeout, 2.0))
+            response = await (await self._status_stub()).ModelConfig(request, timeout=min(self.timeout, 2.0))
         except grpc.aio.AioRpcError as exc:
             raise self._error(exc, model) from None
         return config_device(response.config)
@@ -210,7 +210,7 @@ class TritonClient:
             return ready
         timeout = min(self.timeout, 2.0)
         ready = False
-        for stub in await self._status_stubs(model):  # several replicas: ready while one of them is
+        for stub in await self._status_stubs():  # several replicas: ready while one of them is
             try:
                 if model is None:
                     ready = (await stub.ServerReady(service_pb2.ServerReadyRequest(), timeout=timeout)).ready
@@ -224,7 +224,7 @@ class TritonClient:
         self._ready_cache[key] = (time.monotonic(), ready)
         return ready
 
-    async def _status_stubs(self, model: str | None) -> list[service_pb2_grpc.GRPCInferenceServiceStub]:
+    async def _status_stubs(self) -> list[service_pb2_grpc.GRPCInferenceServiceStub]:
         """Where to ask about Triton's state: its one channel, or every replica, those in rotation first."""
         if self.replicas is None:
             return [self.stub]
@@ -233,8 +233,8 @@ class TritonClient:
         addresses = sorted(self.replicas.balancer.replicas, key=lambda address: address in ejected)
         return [self.replicas.stub(address) for address in addresses]
 
-    async def _status_stub(self, model: str | None) -> service_pb2_grpc.GRPCInferenceServiceStub:
-        return (await self._status_stubs(model))[0]
+    async def _status_stub(self) -> service_pb2_grpc.GRPCInferenceServiceStub:
+        return (await self._status_stubs())[0]
 
 
 def config_device(config: model_config_pb2.ModelConfig) -> str:
