@@ -47,7 +47,9 @@ OUTLIER = 3.0
 """A replica this much slower than the least slow one is a slow outlier: no calls, shadow probes; its calls teach
 no replica's `expected`."""
 RECOVERED = 1.5
+"""A slow outlier rejoins once no more than this much slower than the least slow replica."""
 SHADOW_EVERY = 0.5
+"""Seconds between copies of calls sent to a slow outlier (`Balancer.shadow`)."""
 
 
 @dataclass
@@ -110,7 +112,8 @@ class Balancer:
         """The replicas now (a name resolved again): new ones start fresh, gone ones leave with their ejections."""
         wanted = list(dict.fromkeys(addresses))
         for address in set(self.replicas) - set(wanted):
-            del self.replicas[address]
+            if self.replicas.pop(address).slow:
+                self.listener(address, "slow", False)
             for key in [key for key in self.ejections if key[0] == address]:
                 self._rejoin(key)
         for address in wanted:
