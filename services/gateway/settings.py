@@ -40,10 +40,11 @@ class GatewaySettings(ApiSettings):
     within seconds and a call lost with it is sent once more (`services.triton.target`)."""
     triton_balance: Policy = Field(DEFAULT_POLICY, validation_alias="GATEWAY_TRITON_BALANCE")
     """How each worker spreads its calls over several Triton replicas. `least_work`: each call to the replica with
-    the fewest sequences sent to it lately, weighted by how slow its calls have been; a replica whose calls fail is
-    out of rotation for a growing time (1 s, doubled up to 30 s) and probed back, and a call that failed on it is sent
-    once more to another (`services.triton.balancer`). `round_robin`: gRPC's own policy, each call to the next ready
-    replica, whatever its size or speed (docs/decisions/replica-balance.md)."""
+    the fewest sequences sent to it lately, weighted by how slow its calls have been (one 3x slower than the others
+    gets none until it recovers); a replica whose calls fail is out of rotation for a growing time (1 s, doubled up
+    to 30 s) and probed back, and a call that failed on it is sent once more to another (`services.triton.balancer`).
+    `round_robin`: gRPC's own policy, each call to the next ready replica, whatever its size or speed
+    (docs/decisions/replica-balance.md)."""
     coalesce: bool = True
     """Join each worker's concurrent requests into one tokenizer call and one Triton request (fewer, larger
     requests for Triton; no delay for a lone request). The one setting whose default differs between the stacks:
