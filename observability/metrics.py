@@ -102,6 +102,24 @@ COALESCED_TEXTS = Histogram(
 TRITON_RETRIES = Counter(
     "serving_triton_retries_total", "Triton calls sent once more because their replica went away with them"
 )
+TRITON_REPLICA_EJECTED = Gauge(
+    "serving_triton_replica_ejected",
+    "Gateway workers that have this Triton replica out of rotation now, by why: unavailable (its connection lost), "
+    "internal (INTERNAL where another replica answered), not_found (a model it alone lacks; out for that model only)",
+    ["replica", "reason"],
+    multiprocess_mode="livesum",
+)
+TRITON_EJECTIONS = Counter(
+    "serving_triton_ejections_total",
+    "Times a gateway worker took a Triton replica out of rotation",
+    ["replica", "reason"],
+)
+TRITON_SEQUENCES = Counter(
+    "serving_triton_sequences_total",
+    "Sequences a Triton replica answered for this gateway's callers (GATEWAY_TRITON_BALANCE=least_work over several "
+    "replicas), by replica; the copies sent to a slow replica to see it recover are not counted",
+    ["replica"],
+)
 TOKENS = Counter("serving_tokens_total", "Tokens processed (after truncation)")
 TRUNCATED = Counter("serving_truncated_texts_total", "Texts truncated to the model's maximum length")
 CONFIG_ERRORS = Gauge(

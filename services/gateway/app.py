@@ -42,7 +42,10 @@ def create_app(settings: GatewaySettings | None = None):
 
     def parts(manifest: Manifest | None, monitor: DriftMonitor) -> StackParts:
         triton = TritonClient(
-            settings.triton_grpc_url, timeout=settings.triton_timeout, retry_after=settings.retry_after
+            settings.triton_grpc_url,
+            timeout=settings.triton_timeout,
+            retry_after=settings.retry_after,
+            balance=settings.triton_balance,
         )
         buckets = settings.buckets or None
         resolvers = []

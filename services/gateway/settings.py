@@ -15,6 +15,7 @@ from pydantic_settings import SettingsConfigDict
 from services.common.errors import ConfigurationError
 from services.common.settings import ApiSettings
 from services.common.settings_env import env_name, variables
+from services.triton.balancer import DEFAULT_POLICY, Policy
 
 OWN_PREFIX = "GATEWAY_"
 
@@ -35,8 +36,15 @@ class GatewaySettings(ApiSettings):
     triton_grpc_url: str = Field("127.0.0.1:8001", validation_alias="GATEWAY_TRITON_GRPC_URL")
     """Triton's gRPC address: `HOST:PORT` (one Triton), `IP:PORT,IP:PORT,...` (several replicas) or
     `dns:///NAME:PORT` (every address NAME resolves to: a Kubernetes headless Service). With several replicas each
-    worker connects to every one and sends each call to the next (gRPC's round_robin); a replica that goes away is
-    left out within seconds and a call lost with it is sent once more (`services.triton.target`)."""
+    worker connects to every one and spreads its calls as `triton_balance` says; a replica that goes away is left out
+    within seconds and a call lost with it is sent once more (`services.triton.target`)."""
+    triton_balance: Policy = Field(DEFAULT_POLICY, validation_alias="GATEWAY_TRITON_BALANCE")
+    """How each worker spreads its calls over several Triton replicas. `least_work`: each call to the replica with
+    the fewest sequences sent to it lately, weighted by how slow its calls have been (one 3x slower than the others
+    gets none until it recovers); a replica whose calls fail is out of rotation for a growing time (1 s, doubled up
+    to 30 s) and probed back, and a call that failed on it is sent once more to another (`services.triton.balancer`).
+    `round_robin`: gRPC's own policy, each call to the next ready replica, whatever its size or speed
+    (docs/decisions/replica-balance.md)."""
     coalesce: bool = True
     """Join each worker's concurrent requests into one tokenizer call and one Triton request (fewer, larger
     requests for Triton; no delay for a lone request). The one setting whose default differs between the stacks:

@@ -1,5 +1,6 @@
-"""The gateway's connection to Triton: Triton's gRPC service (protobufs from `tritonclient.grpc`) over one asyncio
-channel per worker (to one Triton, or balanced over several replicas: `services.triton.target`), raw tensor
+"""The gateway's connection to Triton: Triton's gRPC service (protobufs from `tritonclient.grpc`) over asyncio
+channels per worker (to one Triton, or to several replicas: `services.triton.target`, each call sent to the replica
+with the least work (`services.triton.balancer`) or to the next (`round_robin`)), raw tensor
 contents, a deadline on every call (`timeout`, or what is left of the request's own: `services.common.deadline`),
 gRPC failures mapped to the error hierarchy. A caller cancelled (its client gone) cancels its call, and gRPC cancels
 it in Triton.
@@ -10,6 +11,7 @@ showed their per-call bookkeeping as a visible share of a gateway worker's CPU t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -18,24 +20,32 @@ import numpy as np
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 from tritonclient.utils import np_to_triton_dtype, triton_to_np_dtype
 
-from observability.metrics import TRITON_RETRIES
+from observability.metrics import TRITON_RETRIES, TRITON_SEQUENCES
 from observability.tracing import inject_headers, tracing_enabled
 from services.common.deadline import time_left
 from services.common.errors import DeadlineExceeded, InvalidInput, NotFound, ServingError, Unavailable
+from services.triton.balancer import DEFAULT_POLICY, Call, Policy
+from services.triton.replica_channels import ReplicaChannels
 from services.triton.target import parse_target
 
 log = logging.getLogger(__name__)
 
 
 class TritonClient:
-    def __init__(self, url: str, *, timeout: float, retry_after: float):
+    def __init__(self, url: str, *, timeout: float, retry_after: float, balance: Policy = DEFAULT_POLICY):
         self.url = url
         self.target = parse_target(url)  # one Triton, or several replicas: `services.triton.target`
         self.timeout = timeout
         self.retry_after = retry_after
+        self.replicas = (
+            ReplicaChannels(self.target, close_grace=timeout, retry_after=retry_after)
+            if self.target.balanced and balance == "least_work"
+            else None
+        )  # None: one channel (one Triton, or gRPC's round_robin over several)
         self._channel: grpc.aio.Channel | None = None
         self._stub: service_pb2_grpc.GRPCInferenceServiceStub | None = None
         self._ready_cache: dict[str, tuple[float, bool]] = {}
+        self._shadows: set[asyncio.Future] = set()
 
     @property
     def stub(self) -> service_pb2_grpc.GRPCInferenceServiceStub:
@@ -45,6 +55,8 @@ class TritonClient:
         return self._stub
 
     async def close(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.close()
         if self._channel is not None:
             await self._channel.close()
             self._channel = self._stub = None
@@ -79,7 +91,10 @@ class TritonClient:
         for name in outputs:
             request.outputs.add().name = name
         metadata = (tuple(inject_headers({}).items()) or None) if tracing_enabled() else None
-        response = await self._send(request, metadata, model)
+        if self.replicas is not None:
+            response = await self._send_balanced(request, metadata, model)
+        else:
+            response = await self._send(request, metadata, model)
         result = {}
         for tensor, raw in zip(response.outputs, response.raw_output_contents, strict=True):
             result[tensor.name] = np.frombuffer(raw, dtype=triton_to_np_dtype(tensor.datatype)).reshape(tensor.shape)
@@ -106,11 +121,82 @@ class TritonClient:
                 log.warning("Triton call to '%s' lost with its replica (%s); sent once more", model, exc.details())
                 TRITON_RETRIES.inc()
 
+    async def _send_balanced(self, request: service_pb2.ModelInferRequest, metadata, model: str):
+        """One ModelInfer call to the replica the balancer picks, sent once more to another replica if it failed
+        there for a reason another replica may not share (`_failure`: inference has no side effects). A lost
+        connection ejects its replica at once; INTERNAL or NOT_FOUND only once another replica answered the same call
+        (a request that fails everywhere is the caller's, not a replica's). A full queue, a deadline, bad input:
+        never sent again, no replica charged."""
+        assert self.replicas is not None
+        await self.replicas.refresh()
+        balancer = self.replicas.balancer
+        scope = f"{model}/{request.model_version}"
+        size = int(request.inputs[0].shape[0]) if request.inputs and request.inputs[0].shape else 1
+        suspect: tuple[Call, str] | None = None  # charged to its replica if another answers
+        exclude: tuple[str, ...] = ()
+        for attempt in (1, 2):
+            timeout = time_left(self.timeout)  # the request's own deadline, if nearer: Triton drops it past that
+            if timeout <= 0:
+                raise DeadlineExceeded("the request's deadline passed before its Triton call")
+            call = balancer.start(size, scope, exclude)
+            if attempt == 1 and (copy := balancer.shadow(size, scope)) is not None:
+                self._shadows.add(task := asyncio.ensure_future(self._shadow(copy, request, metadata)))
+                task.add_done_callback(self._shadows.discard)
+            try:
+                response = await self.replicas.stub(call.address).ModelInfer(
+                    request, timeout=timeout, metadata=metadata
+                )
+            except grpc.aio.AioRpcError as exc:
+                reason = _failure(exc)
+                if reason == "unavailable":
+                    balancer.failed(call, reason)
+                else:
+                    balancer.abandoned(call)
+                if attempt == 2 or reason is None:
+                    raise self._error(exc, model, timeout) from None
+                log.warning(
+                    "Triton call to '%s' failed on replica %s (%s: %s); sent once more, to another",
+                    model,
+                    call.address,
+                    exc.code().name,
+                    exc.details(),
+                )
+                TRITON_RETRIES.inc()
+                suspect = None if reason == "unavailable" else (call, reason)
+                exclude = (call.address,)
+                continue
+            except BaseException:  # cancelled: the caller is gone
+                balancer.abandoned(call)
+                raise
+            balancer.succeeded(call)
+            TRITON_SEQUENCES.labels(call.address).inc(size)
+            if suspect is not None and suspect[0].address != call.address:
+                balancer.failed(*suspect)
+            return response
+
+    async def _shadow(self, call: Call, request: service_pb2.ModelInferRequest, metadata) -> None:
+        """A copy of a call sent to a slow replica that no caller waits on: its time tells the balancer whether the
+        replica recovered (`Balancer.shadow`)."""
+        assert self.replicas is not None
+        balancer = self.replicas.balancer
+        try:
+            await self.replicas.stub(call.address).ModelInfer(request, timeout=self.timeout, metadata=metadata)
+        except grpc.aio.AioRpcError as exc:
+            if _failure(exc) == "unavailable":
+                balancer.failed(call, "unavailable")
+            else:
+                balancer.abandoned(call)
+            return
+        except BaseException:
+            balancer.abandoned(call)
+            raise
+        balancer.succeeded(call)
+
     async def model_device(self, model: str, version: str = "") -> str:
         """The device `model` runs on, as its Triton configuration declares it (`config_device`)."""
         request = service_pb2.ModelConfigRequest(name=model, version=version)
         try:
-            response = await self.stub.ModelConfig(request, timeout=min(self.timeout, 2.0))
+            response = await (await self._status_stub()).ModelConfig(request, timeout=min(self.timeout, 2.0))
         except grpc.aio.AioRpcError as exc:
             raise self._error(exc, model) from None
         return config_device(response.config)
@@ -123,16 +209,32 @@ class TritonClient:
         if time.monotonic() - checked < max_age:
             return ready
         timeout = min(self.timeout, 2.0)
-        try:
-            if model is None:
-                ready = (await self.stub.ServerReady(service_pb2.ServerReadyRequest(), timeout=timeout)).ready
-            else:
-                request = service_pb2.ModelReadyRequest(name=model, version=version)
-                ready = (await self.stub.ModelReady(request, timeout=timeout)).ready
-        except grpc.aio.AioRpcError:
-            ready = False
+        ready = False
+        for stub in await self._status_stubs():  # several replicas: ready while one of them is
+            try:
+                if model is None:
+                    ready = (await stub.ServerReady(service_pb2.ServerReadyRequest(), timeout=timeout)).ready
+                else:
+                    request = service_pb2.ModelReadyRequest(name=model, version=version)
+                    ready = (await stub.ModelReady(request, timeout=timeout)).ready
+            except grpc.aio.AioRpcError:
+                ready = False
+            if ready:
+                break
         self._ready_cache[key] = (time.monotonic(), ready)
         return ready
+
+    async def _status_stubs(self) -> list[service_pb2_grpc.GRPCInferenceServiceStub]:
+        """Where to ask about Triton's state: its one channel, or every replica, those in rotation first."""
+        if self.replicas is None:
+            return [self.stub]
+        await self.replicas.refresh()
+        ejected = self.replicas.balancer.ejected()
+        addresses = sorted(self.replicas.balancer.replicas, key=lambda address: address in ejected)
+        return [self.replicas.stub(address) for address in addresses]
+
+    async def _status_stub(self) -> service_pb2_grpc.GRPCInferenceServiceStub:
+        return (await self._status_stubs())[0]
 
 
 def config_device(config: model_config_pb2.ModelConfig) -> str:
@@ -147,6 +249,19 @@ def config_device(config: model_config_pb2.ModelConfig) -> str:
 def _queue_full(exc: grpc.aio.AioRpcError) -> bool:
     """Triton's own UNAVAILABLE for a full queue (overload), not a connection lost."""
     return "queue" in (exc.details() or "").lower()
+
+
+def _failure(exc: grpc.aio.AioRpcError) -> str | None:
+    """What a failed call says about its replica (`balancer.REASONS`), or None when it says nothing and the call is
+    not sent again: a full queue (overload), a deadline, input Triton refused."""
+    if _replica_leaving(exc):
+        code = exc.code()
+        return (
+            "not_found"
+            if code == grpc.StatusCode.NOT_FOUND or "unknown model" in (exc.details() or "")
+            else ("unavailable")
+        )
+    return "internal" if exc.code() == grpc.StatusCode.INTERNAL else None
 
 
 def _replica_leaving(exc: grpc.aio.AioRpcError) -> bool:

@@ -3,14 +3,16 @@ it.
 
 - `host:port`: one Triton, as always; the channel gets exactly the options it always had.
 - `IP:port,IP:port,...`: several replicas, passed to gRPC's static `ipv4:`/`ipv6:` resolver.
-- `dns:///name:port`: every address the name resolves to (a Kubernetes headless Service); gRPC resolves it again
-  whenever a connection closes (Triton's `--grpc-max-connection-age` makes that happen on a timer, so replicas added
-  later are found).
+- `dns:///name:port`: every address the name resolves to (a Kubernetes headless Service), resolved again every few
+  seconds (`least_work`: `services.triton.replica_channels`) or whenever a connection closes (`round_robin`: Triton's
+  `--grpc-max-connection-age` makes that happen on a timer), so replicas added later are found.
 
-Several replicas (a list or a `dns:` name) get gRPC's own `round_robin` policy, a connection to each address and each
-call sent to the next ready one, and keepalive pings, so a replica that stops answering without closing its
-connection (a host gone, a process frozen) is dropped within seconds; a replica whose connection closed is left out
-at once and reconnected in the background (at least every second: `grpc.max_reconnect_backoff_ms`).
+Several replicas (a list or a `dns:` name) get a connection to each address and keepalive pings: with
+`GATEWAY_TRITON_BALANCE=least_work` (the default) one channel per replica and the gateway's own choice of replica for
+each call (`services.triton.balancer`); with `round_robin` one channel under gRPC's own `round_robin` policy, each
+call sent to the next ready replica. Keepalive pings mean a replica that stops answering without closing its
+connection (a host gone, a process frozen) fails its calls within seconds; a replica whose connection closed is left
+out at once and reconnected in the background (at least every second: `grpc.max_reconnect_backoff_ms`).
 """
 
 from __future__ import annotations
@@ -36,13 +38,15 @@ SINGLE_OPTIONS: tuple[tuple[str, int | str], ...] = (
 # (docs/decisions/triton-defaults.md). Triton's server (gRPC's defaults) closes a connection whose fourth ping comes
 # while it sent nothing since the first: 20 s of silence with calls in flight, twice the gateway's default deadline.
 # No pings without calls in flight.
-BALANCED_OPTIONS: tuple[tuple[str, int | str], ...] = (
+REPLICA_OPTIONS: tuple[tuple[str, int | str], ...] = (
     *SINGLE_OPTIONS,
-    ("grpc.lb_policy_name", "round_robin"),
     ("grpc.keepalive_time_ms", 5_000),
     ("grpc.keepalive_timeout_ms", 2_000),
     ("grpc.http2.ping_timeout_ms", 2_000),
 )
+"""The channel to each replica of several (`least_work`: `services.triton.balancer`)."""
+BALANCED_OPTIONS: tuple[tuple[str, int | str], ...] = (*REPLICA_OPTIONS, ("grpc.lb_policy_name", "round_robin"))
+"""The one channel to every replica (`round_robin`)."""
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.%\w]+\]|[^\s:/,\[\]]+):(?P<port>\d{1,5})$")
 
 
@@ -52,7 +56,11 @@ class TritonTarget:
 
     target: str
     balanced: bool
-    """Several replicas behind the target (a list or a `dns:` name): round_robin, keepalive, a lost call retried."""
+    """Several replicas behind the target (a list or a `dns:` name): balanced, keepalive, a lost call retried."""
+    addresses: tuple[str, ...] = ()
+    """A list's replicas (`IP:PORT`, an IPv6 address in brackets); empty for a `dns:` name (`dns_name`)."""
+    dns_name: tuple[str, int] | None = None
+    """A `dns:` name's host and port, resolved to the replicas' addresses."""
 
     @property
     def options(self) -> list[tuple[str, int | str]]:
@@ -64,8 +72,8 @@ def parse_target(url: str) -> TritonTarget:
     naming the setting and the fix for anything else."""
     text = url.strip()
     if text.startswith("dns:"):
-        _host_port(text.removeprefix("dns:").lstrip("/").split("/")[-1], url)  # dns://authority/name:port too
-        return TritonTarget(text, balanced=True)
+        host, port = _host_port(text.removeprefix("dns:").lstrip("/").split("/")[-1], url)  # dns://authority/ too
+        return TritonTarget(text, balanced=True, dns_name=(host.strip("[]"), port))
     if text.startswith(("ipv4:", "ipv6:")):
         text = text.split(":", 1)[1]
     if "," not in text:
@@ -78,7 +86,7 @@ def parse_target(url: str) -> TritonTarget:
         raise ConfigurationError(f"{SETTING}={url!r} lists {', '.join(duplicates)} more than once")
     if len(families) > 1:
         raise ConfigurationError(f"{SETTING}={url!r} mixes IPv4 and IPv6 addresses: list one family only")
-    return TritonTarget(f"{families.pop()}:{','.join(addresses)}", balanced=True)
+    return TritonTarget(f"{families.pop()}:{','.join(addresses)}", balanced=True, addresses=tuple(addresses))
 
 
 def _host_port(text: str, url: str) -> tuple[str, int]:

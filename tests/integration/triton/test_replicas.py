@@ -1,8 +1,9 @@
 """Two Triton replicas behind one gateway (GATEWAY_TRITON_GRPC_URL=127.0.0.2:P,127.0.0.3:P): each host its own loopback
-address, both on the same ports. gRPC's round_robin spreads the gateway's calls over both; a replica stopped (SIGTERM)
-or frozen under load costs no request beyond the ones in flight on it (those are sent once more, to the other). A
-replica killed and restarted under load: tests/integration/scaleout. Calls are counted by each Triton itself
-(`nv_inference_request_success`)."""
+address, both on the same ports. Each gateway worker spreads its sequences over both (`least_work`); a replica whose
+model is unloaded on it alone is ejected and probed back, and one stopped (SIGTERM) or frozen under load costs no
+request (the calls that failed on it are sent once more, to the other). A replica killed and restarted under load:
+tests/integration/scaleout. Calls and sequences are counted by each Triton itself (`nv_inference_request_success`,
+`nv_inference_count`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from services.common.errors import ServingError
+from services.triton.control_key import HEADER, KEY_FILE, read_control_key
 from services.triton.grpc_client import TritonClient
 from services.triton.repository import RenderOptions
 from tests.support.servers import remove_files, start_gateway, start_triton, stub_shared_memory, triton_metric
@@ -32,6 +34,11 @@ CLIENTS = 16
 def calls(server) -> float:
     """Inference calls the replica answered so far."""
     return triton_metric(server, "nv_inference_request_success", "encoder")
+
+
+def sequences(server) -> float:
+    """Sequences (batch rows) the replica answered so far."""
+    return triton_metric(server, "nv_inference_count", "encoder")
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +104,54 @@ class Load:
 
     def since(self, start: float) -> list[int]:
         return [code for at, code in self.results if at > start]
+
+
+def test_two_healthy_replicas_each_carry_40_to_60_percent_of_the_sequences(gateway, replicas):
+    """Coalesced batches of many texts and lone texts alike: sequences, not calls, are spread (gRPC's round_robin
+    sent every batch to one replica and every lone text to the other: 97% / 3% of the sequences)."""
+    before = [(sequences(server), calls(server)) for server in replicas]
+    with Load(gateway.url, pause=0.0) as load:
+        time.sleep(4.0)
+    after = [(sequences(server), calls(server)) for server in replicas]
+    got = [(seqs - seqs_before, n - n_before) for (seqs, n), (seqs_before, n_before) in zip(after, before, strict=True)]
+    total = sum(seqs for seqs, _ in got)
+    failed = [code for _, code in load.results if code != 200]
+    print(f"\n{len(load.results)} requests, {len(failed)} failed; sequences and calls per replica: {got}")
+    assert failed == [] and total >= len(load.results) > 100
+    for seqs, _ in got:
+        assert 0.4 <= seqs / total <= 0.6, got
+
+
+def test_a_replica_missing_the_model_alone_is_ejected_with_no_failed_request_and_probed_back(gateway, replicas):
+    """The encoder unloaded on one replica only: its calls answer NOT_FOUND, are sent once more to the other (which
+    answers), and it is out of rotation for that model, probed again after 1, 2, 4, ... s; loaded again, a probe
+    puts it back."""
+    keeping, losing = replicas
+    key = {HEADER: read_control_key(losing.launcher.run_dir / KEY_FILE)}
+    ejected = ("serving_triton_replica_ejected{", f'replica="{losing.grpc_url}"', 'reason="not_found"')
+    retries_before = gateway_metric(gateway.url, "serving_triton_retries_total")
+    with Load(gateway.url, pause=0.01) as load:
+        time.sleep(0.5)
+        unloaded = httpx.post(f"{losing.http_url}/v2/repository/models/encoder/unload", headers=key, timeout=30)
+        assert unloaded.status_code == 200, unloaded.text
+        unloaded_at = time.monotonic()
+        out = wait_for(lambda: gateway_metric(gateway.url, *ejected) >= 1, 30)
+        time.sleep(1.0)
+        held_out = sequences(keeping)
+        loaded = httpx.post(f"{losing.http_url}/v2/repository/models/encoder/load", headers=key, timeout=60)
+        assert loaded.status_code == 200, loaded.text
+        back = wait_for(lambda: gateway_metric(gateway.url, *ejected) == 0 and sequences(losing) > 0, 60)
+        time.sleep(0.5)
+    failed = [code for at, code in load.results if code != 200]
+    retries = gateway_metric(gateway.url, "serving_triton_retries_total") - retries_before
+    print(
+        f"\n{len(load.results)} requests ({len(load.since(unloaded_at))} from the unload on): {len(failed)} failed "
+        f"{failed[:5]}; {retries:.0f} Triton calls sent once more; ejected {out:.2f} s after the unload, back "
+        f"{back:.2f} s after the load"
+    )
+    assert len(failed) <= 2, f"at most the first call of each of the gateway's 2 workers: {failed}"
+    assert sequences(keeping) > held_out, "the other replica answered while it was out"
+    assert sequences(losing) > 0, "back in rotation once loaded"
 
 
 def test_a_replica_stopping_gracefully_costs_no_request(gateway, replicas, tiny_model, tmp_path):
@@ -189,6 +244,20 @@ def restart(replicas: list, index: int, tmp_path: Path, tiny_model: Path):
     return revived
 
 
-def gateway_metric(url: str, name: str) -> float:
+def wait_for(check, timeout: float) -> float:
+    """Seconds until `check()` held (polled every 0.2 s); fails the test after `timeout`."""
+    start = time.monotonic()
+    while not check():
+        assert time.monotonic() - start < timeout, f"not within {timeout} s"
+        time.sleep(0.2)
+    return time.monotonic() - start
+
+
+def gateway_metric(url: str, name: str, *labels: str) -> float:
+    """The sum of the gateway's samples of `name` that carry every one of `labels` (`key="value"`)."""
     text = httpx.get(f"{url}/metrics", timeout=10).text
-    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+    return sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(name) and all(label in line for label in labels)
+    )

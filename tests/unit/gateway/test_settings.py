@@ -129,3 +129,12 @@ def test_gunicorn_reads_the_json_log_switch_as_the_app_does(monkeypatch, environ
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     assert ApiSettings().observability.log_json and LogSettings().observability.log_json
+
+
+def test_the_balance_over_triton_replicas_is_least_work_unless_round_robin_is_asked_for(env):
+    assert GatewaySettings().triton_balance == "least_work"
+    env.setenv("GATEWAY_TRITON_BALANCE", "round_robin")
+    assert GatewaySettings().triton_balance == "round_robin"
+    env.setenv("GATEWAY_TRITON_BALANCE", "random")
+    with pytest.raises(ValueError, match="least_work"):
+        GatewaySettings()

@@ -1,7 +1,9 @@
 """A coalesced batch whose replica went away with it is sent once more when the target names several replicas: its
 connection lost (UNAVAILABLE), or the replica stopping (it cancels calls, and answers NOT_FOUND while it unloads).
 Triton's own "queue is full" UNAVAILABLE is overload and keeps its 503; one Triton alone is never retried (a
-restarting server would only fail again); a second failure is the caller's answer."""
+restarting server would only fail again); a second failure is the caller's answer. With `least_work` (one stub per
+replica here) the second try goes to another replica, INTERNAL is tried there too, and the replica that failed is
+ejected (at once for a lost connection, once the other answered for INTERNAL and NOT_FOUND), with its metric."""
 
 import asyncio
 
@@ -12,7 +14,7 @@ from grpc.aio import AioRpcError, Metadata
 from prometheus_client import REGISTRY
 from tritonclient.grpc import service_pb2
 
-from services.common.errors import NotFound, Unavailable
+from services.common.errors import NotFound, ServingError, Unavailable
 from services.triton.grpc_client import TritonClient
 
 REPLICAS = "127.0.0.2:8001,127.0.0.3:8001"
@@ -49,10 +51,64 @@ class Stub:
         return answer()
 
 
+INTERNAL = (grpc.StatusCode.INTERNAL, "Failed to process the request(s) for model instance 'encoder_0'")
+A, B = REPLICAS.split(",")
+
+
 def infer(url: str, stub: Stub):
-    client = TritonClient(url, timeout=10, retry_after=1)
+    """One call through gRPC's round_robin (one channel: one stub), or to one Triton."""
+    client = TritonClient(url, timeout=10, retry_after=1, balance="round_robin")
     client._stub = stub
     return asyncio.run(client.infer("encoder", INPUTS, ["embedding"]))
+
+
+def balanced(first: Stub, other: Stub) -> TritonClient:
+    """A `least_work` client over A and B whose first call goes to A (B had more work lately)."""
+    client = TritonClient(REPLICAS, timeout=10, retry_after=1)
+    assert client.replicas is not None
+    client.replicas.stubs.update({A: first, B: other})
+    client.replicas.balancer.replicas[B].load = 1e6
+    return client
+
+
+def ejected(reason: str) -> float | None:
+    return REGISTRY.get_sample_value("serving_triton_replica_ejected", {"replica": A, "reason": reason})
+
+
+def ejections(reason: str) -> float:
+    return REGISTRY.get_sample_value("serving_triton_ejections_total", {"replica": A, "reason": reason}) or 0.0
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [(LOST, "unavailable"), (CANCELLED, "unavailable"), (INTERNAL, "internal"), (STOPPING, "not_found")],
+    ids=["killed", "cancelled", "internal", "model-missing"],
+)
+def test_least_work_sends_a_call_failed_on_one_replica_to_the_other_and_ejects_the_first(failure, reason):
+    client = balanced(Stub(failure), Stub())
+    before, ejected_before = retries(), ejections(reason)
+    result = asyncio.run(client.infer("encoder", INPUTS, ["embedding"]))
+    assert result["embedding"].tolist() == [[0.5, 0.25]]
+    assert client.replicas.stubs[A].calls == 1 and client.replicas.stubs[B].calls == 1
+    assert client.replicas.balancer.ejected() == {A: reason}
+    assert retries() - before == 1 and ejections(reason) - ejected_before == 1 and ejected(reason) == 1
+    calls = [client.replicas.balancer.start(1, "encoder/").address for _ in range(10)]
+    assert set(calls) == {B}, "out of rotation"
+
+
+@pytest.mark.parametrize("failure", [INTERNAL, STOPPING], ids=["internal", "model-missing"])
+def test_least_work_ejects_nobody_for_a_call_that_fails_on_both(failure):
+    client = balanced(Stub(failure), Stub(failure))
+    with pytest.raises((NotFound, ServingError)):
+        asyncio.run(client.infer("encoder", INPUTS, ["embedding"]))
+    assert client.replicas.stubs[B].calls == 1 and client.replicas.balancer.ejected() == {}
+
+
+def test_least_work_sends_a_full_queue_nowhere_else_and_ejects_nobody():
+    client = balanced(Stub(QUEUE_FULL), Stub())
+    with pytest.raises(Unavailable):
+        asyncio.run(client.infer("encoder", INPUTS, ["embedding"]))
+    assert client.replicas.stubs[B].calls == 0 and client.replicas.balancer.ejected() == {}
 
 
 def retries() -> float:
@@ -60,7 +116,7 @@ def retries() -> float:
 
 
 @pytest.mark.parametrize("failure", [LOST, STOPPING, CANCELLED], ids=["killed", "stopping", "cancelled"])
-def test_a_call_lost_with_its_replica_is_sent_once_more_and_counted(failure, caplog):
+def test_round_robin_sends_a_call_lost_with_its_replica_once_more_and_counts_it(failure, caplog):
     before, stub = retries(), Stub(failure)
     result = infer(REPLICAS, stub)
     assert stub.calls == 2 and result["embedding"].tolist() == [[0.5, 0.25]]

@@ -47,6 +47,21 @@ def test_several_replicas_are_balanced_per_call_with_keepalive(url, expected):
 
 
 @pytest.mark.parametrize(
+    ("url", "addresses", "dns_name"),
+    [
+        (" 10.0.0.7:8001 , 10.0.0.8:9001", ("10.0.0.7:8001", "10.0.0.8:9001"), None),
+        ("[::1]:8001,[fd00::2]:8001", ("[::1]:8001", "[fd00::2]:8001"), None),
+        ("dns:///triton-grpc:8001", (), ("triton-grpc", 8001)),
+        ("dns://10.96.0.10:53/triton-grpc:8001", (), ("triton-grpc", 8001)),
+    ],
+)
+def test_each_replica_is_known_for_a_channel_of_its_own(url, addresses, dns_name):
+    """`least_work` keeps a channel per replica: a list's addresses, or the name it resolves again."""
+    target = parse_target(url)
+    assert (target.addresses, target.dns_name) == (addresses, dns_name)
+
+
+@pytest.mark.parametrize(
     ("url", "says"),
     [
         ("", "HOST:PORT"),

@@ -1,0 +1,193 @@
+"""round_robin against least_work, side by side in one run (a measurement that prints numbers, not a test): two real
+Tritons (the exported model in build/model, batching on) on 127.0.0.2 and 127.0.0.3, two gateways (one worker each,
+one per GATEWAY_TRITON_BALANCE) over both, `hey -c 32` (Debian package `hey`) against each in turn. Healthy: sequences
+and calls per replica (Triton's own counts, and the gateway's `serving_triton_sequences_total`, which leaves out the
+copies sent to a slow replica), req/s, p50, p99. Slow: replica B's process tree held to 10% of a core (cgroup v1
+`cpu.cfs_quota_us`, as root), the same; then released, least_work's sequences per replica every 5 s.
+
+    PYTHONPATH=. .venv/bin/python tests/integration/triton/measure_balance.py
+
+HEALTHY_PAIRS, SLOW_PAIRS, SLOW_POLICIES and SECONDS_PER_RUN shorten it. Figures: docs/decisions/replica-balance.md."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from services.triton.repository import RenderOptions
+from tests.support.servers import start_gateway, start_triton, triton_metric
+
+MODEL = Path("build/model").resolve()
+CGROUP = Path("/sys/fs/cgroup/cpu/serving-slow-replica")
+BODY = json.dumps({"text": "A short sentence about replicas and load."})
+SECONDS = int(os.environ.get("SECONDS_PER_RUN", "6"))
+
+
+def counts(server) -> tuple[float, float]:
+    return (
+        triton_metric(server, "nv_inference_count", "encoder"),
+        triton_metric(server, "nv_inference_request_success", "encoder"),
+    )
+
+
+def descendants(pid: int) -> list[int]:
+    found, frontier = [pid], [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = Path(f"/proc/{parent}/task/{parent}/children")
+        kids = [int(k) for k in children.read_text().split()] if children.exists() else []
+        found += kids
+        frontier += kids
+    return found
+
+
+def throttle(server, percent: int | None) -> None:
+    if percent is None:
+        for pid in descendants(server.pid):
+            with contextlib.suppress(OSError):  # gone meanwhile
+                Path("/sys/fs/cgroup/cpu/cgroup.procs").write_text(str(pid))
+        return
+    CGROUP.mkdir(exist_ok=True)
+    (CGROUP / "cpu.cfs_period_us").write_text("100000")
+    (CGROUP / "cpu.cfs_quota_us").write_text(str(percent * 1000))
+    for pid in descendants(server.pid):
+        with contextlib.suppress(OSError):
+            (CGROUP / "cgroup.procs").write_text(str(pid))
+
+
+def hey(url: str, seconds: int) -> dict:
+    out = subprocess.run(
+        [
+            "hey",
+            "-z",
+            f"{seconds}s",
+            "-c",
+            "32",
+            "-t",
+            "20",
+            "-m",
+            "POST",
+            "-T",
+            "application/json",
+            "-d",
+            BODY,
+            f"{url}/serve/minilm",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
+    p50 = float(re.search(r"50% in ([\d.]+) secs", out)[1])
+    p99 = float(re.search(r"99% in ([\d.]+) secs", out)[1])
+    codes = dict(re.findall(r"\[(\d+)\]\s+(\d+) responses", out))
+    return {"rps": rps, "p50_ms": p50 * 1000, "p99_ms": p99 * 1000, "codes": codes}
+
+
+def gateway_seqs(url: str, tritons) -> list[float]:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return [
+        sum(
+            float(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith("serving_triton_sequences_total{") and f'"{t.grpc_url}"' in line
+        )
+        for t in tritons
+    ]
+
+
+def run(name: str, url: str, tritons, seconds: int, sample_every: float | None = None) -> dict:
+    before = [counts(t) for t in tritons]
+    gw_before = gateway_seqs(url, tritons)
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def sampler():
+        last = [counts(t)[0] for t in tritons]
+        while not stop.wait(sample_every):
+            now = [counts(t)[0] for t in tritons]
+            got = [n - b if n >= b else n for n, b in zip(now, last, strict=True)]
+            samples.append(tuple(got))
+            last = now
+
+    thread = threading.Thread(target=sampler, daemon=True) if sample_every else None
+    if thread:
+        thread.start()
+    result = hey(url, seconds)
+    stop.set()
+    if thread:
+        thread.join()
+    after = [counts(t) for t in tritons]
+    gw = [a - b for a, b in zip(gateway_seqs(url, tritons), gw_before, strict=True)]
+    seqs = [a[0] - b[0] for a, b in zip(after, before, strict=True)]
+    calls = [a[1] - b[1] for a, b in zip(after, before, strict=True)]
+    result.update(
+        policy=name,
+        seqs=seqs,
+        calls=calls,
+        b_seq_share=round(seqs[1] / max(1, sum(seqs)), 3),
+        b_call_share=round(calls[1] / max(1, sum(calls)), 3),
+        gateway_seqs=gw,
+        b_gateway_share=round(gw[1] / max(1, sum(gw)), 3) if sum(gw) else None,
+        samples=samples,
+    )
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def main() -> None:
+    base = Path(tempfile.mkdtemp(prefix="balance-"))
+    a = start_triton(base / "a", MODEL, RenderOptions(batching=True), ("encoder",), address="127.0.0.2")
+    b = start_triton(base / "b", MODEL, RenderOptions(batching=True), ("encoder",), address="127.0.0.3", ports=a.ports)
+    tritons = [a, b]
+    target = f"{a.grpc_url},{b.grpc_url}"
+    gateways = {}
+    try:
+        for policy in ("round_robin", "least_work"):
+            gateways[policy] = start_gateway(
+                base / policy,
+                MODEL,
+                a,
+                workers=1,
+                env={"GATEWAY_TRITON_GRPC_URL": target, "GATEWAY_TRITON_BALANCE": policy},
+            )
+        for gw in gateways.values():
+            hey(gw.url, 2)  # warm up
+        print("# healthy", flush=True)
+        for _ in range(int(os.environ.get("HEALTHY_PAIRS", "3"))):
+            for policy, gw in gateways.items():
+                run(policy, gw.url, tritons, SECONDS)
+        print("# B held to 10% of a core", flush=True)
+        throttle(b, 10)
+        time.sleep(0.5)
+        for _ in range(int(os.environ.get("SLOW_PAIRS", "2"))):
+            for policy, gw in gateways.items():
+                if policy not in os.environ.get("SLOW_POLICIES", "round_robin,least_work"):
+                    continue
+                run(policy, gw.url, tritons, 10, sample_every=2.0)
+                time.sleep(3)  # let B drain what it held
+        print("# B released: least_work, share of B per 5 s", flush=True)
+        throttle(b, None)
+        run("least_work", gateways["least_work"].url, tritons, 30, sample_every=5.0)
+    finally:
+        with contextlib.suppress(OSError):
+            throttle(b, None)
+        for gw in gateways.values():
+            gw.launcher.stop_all()
+        for t in tritons:
+            t.stop()
+        if CGROUP.exists():
+            CGROUP.rmdir()
+
+
+if __name__ == "__main__":
+    main()

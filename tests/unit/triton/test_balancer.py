@@ -1,0 +1,201 @@
+"""The replica policy on a fake clock with made-up outcomes: sequences (not calls) spread evenly over healthy
+replicas, a slow replica given little and its share back once it recovers, a stalled call counted at once, a slow
+outlier given only shadow copies until their times show it recovered; a failing
+replica out of rotation for a growing time, probed back by one call, out for one model only when only that model
+is missing on it, and every replica used when all are out."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from services.triton.balancer import Balancer
+
+A, B = "127.0.0.2:8001", "127.0.0.3:8001"
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def balancer(clock: Clock, events: list | None = None, **kwargs) -> Balancer:
+    listener = (lambda *event: events.append(event)) if events is not None else None
+    return Balancer([A, B], clock=clock, rng=random.Random(7), listener=listener, **kwargs)
+
+
+def serve(pool: Balancer, clock: Clock, seconds: float, speed: dict[str, float], sizes=(30, 1)) -> dict[str, int]:
+    """One worker's calls one after the other (coalescing depth 1) for `seconds`, sizes in turn; a call of n sequences
+    takes (2 ms + n x 0.5 ms) x speed[replica]. The sequences each replica got."""
+    got = {A: 0, B: 0}
+    end, turn = clock.now + seconds, 0
+    while clock.now < end:
+        size = sizes[turn % len(sizes)]
+        turn += 1
+        call = pool.start(size, "encoder")
+        clock.now += (0.002 + 0.0005 * size) * speed[call.address]
+        pool.succeeded(call)
+        got[call.address] += size
+    return got
+
+
+def share(got: dict[str, int], address: str) -> float:
+    return got[address] / sum(got.values())
+
+
+def test_batches_of_30_and_single_texts_in_turn_spread_their_sequences_evenly():
+    clock = Clock()
+    got = serve(balancer(clock), clock, 5.0, {A: 1.0, B: 1.0})
+    assert 0.4 <= share(got, A) <= 0.6, got  # round_robin by call: 30 to one, 1 to the other, 97% / 3%
+
+
+def test_a_replica_ten_times_slower_gets_a_tenth_of_the_work_and_its_share_back_when_it_recovers():
+    clock, pool = Clock(), None
+    pool = balancer(clock)
+    serve(pool, clock, 5.0, {A: 1.0, B: 1.0})
+    slow = serve(pool, clock, 10.0, {A: 1.0, B: 10.0})
+    assert share(slow, B) <= 0.12, slow
+    serve(pool, clock, 20.0, {A: 1.0, B: 1.0})
+    recovered = serve(pool, clock, 10.0, {A: 1.0, B: 1.0})
+    assert 0.4 <= share(recovered, B) <= 0.6, recovered
+
+
+def test_a_call_held_far_past_its_sizes_usual_time_sends_the_next_calls_elsewhere():
+    clock = Clock()
+    pool = balancer(clock)
+    serve(pool, clock, 2.0, {A: 1.0, B: 1.0})
+    stuck = pool.start(1, "encoder")
+    clock.now += 1.0  # stalled (SIGSTOP): no answer, no failure yet
+    others = [pool.start(1, "encoder") for _ in range(20)]
+    assert {call.address for call in others} == {A, B} - {stuck.address}
+
+
+def test_a_failed_replica_is_out_for_a_growing_time_and_one_call_probes_it_back():
+    clock, events = Clock(), []
+    pool = balancer(clock, events, base=1.0, longest=30.0)
+    pool.failed(pool.start(1, "encoder", exclude=[B]), "unavailable")
+    assert events == [(A, "unavailable", True)] and pool.ejected() == {A: "unavailable"}
+    for expected_out in (1.0, 2.0, 4.0):  # each probe fails: out twice as long
+        assert {pool.start(1, "encoder").address for _ in range(10)} == {B}
+        clock.now += expected_out - 0.01
+        assert pool.start(1, "encoder").address == B
+        clock.now += 0.02
+        probe = pool.start(1, "encoder")
+        assert probe.address == A
+        assert {pool.start(1, "encoder").address for _ in range(10)} == {B}, "no call beside the probe"
+        pool.failed(probe, "unavailable")
+    clock.now += 8.0
+    probe = pool.start(1, "encoder")
+    assert probe.address == A
+    pool.succeeded(probe)
+    assert pool.ejected() == {} and events[-1] == (A, "unavailable", False)
+    assert len(events) == 5, "ejected 4 times, back once"
+
+
+def test_ejections_grow_to_the_longest_and_start_again_from_base_after_a_quiet_spell():
+    clock = Clock()
+    pool = balancer(clock, base=1.0, longest=4.0)
+    for _ in range(5):
+        pool.failed(pool.start(1, "encoder", exclude=[B]), "unavailable")
+        clock.now = pool.ejections[(A, "")].until
+    assert pool.ejections[(A, "")].until - pool.ejections[(A, "")].since == 4.0
+    pool.succeeded(pool.start(1, "encoder"))  # the probe answers: back
+    assert pool.ejected() == {}
+    pool.failed(pool.start(1, "encoder", exclude=[B]), "internal")  # soon after: still counts as in a row
+    assert pool.ejections[(A, "")].until - clock.now == 4.0
+    clock.now += 4.0
+    pool.succeeded(pool.start(1, "encoder"))
+    clock.now += 4.1  # longer than the longest ejection without a failure
+    pool.failed(pool.start(1, "encoder", exclude=[B]), "internal")
+    assert pool.ejections[(A, "")].until - clock.now == 1.0
+
+
+def test_a_model_missing_on_one_replica_takes_it_out_for_that_model_only():
+    clock = Clock()
+    pool = balancer(clock)
+    pool.failed(pool.start(1, "old/1", exclude=[B]), "not_found")
+    assert {pool.start(1, "old/1").address for _ in range(20)} == {B}
+    assert {pool.start(1, "encoder/").address for _ in range(20)} == {A, B}
+
+
+def test_a_probe_that_ends_with_no_verdict_lets_the_next_call_probe():
+    clock = Clock()
+    pool = balancer(clock)
+    pool.failed(pool.start(1, "encoder", exclude=[B]), "unavailable")
+    clock.now += 1.0
+    probe = pool.start(1, "encoder")
+    pool.abandoned(probe)  # its caller went away
+    assert pool.start(1, "encoder").address == A
+
+
+def test_with_every_replica_out_every_replica_is_still_used_and_an_answer_puts_it_back():
+    clock = Clock()
+    pool = balancer(clock)
+    pool.failed(pool.start(1, "encoder", exclude=[B]), "unavailable")
+    pool.failed(pool.start(1, "encoder", exclude=[A]), "unavailable")
+    calls = [pool.start(1, "encoder") for _ in range(20)]
+    assert {call.address for call in calls} == {A, B}
+    for call in calls:
+        pool.succeeded(call)
+    assert pool.ejected() == {}
+
+
+def test_a_call_excluded_from_its_failed_replica_goes_to_another_or_to_the_only_one():
+    clock = Clock()
+    pool = balancer(clock)
+    assert {pool.start(1, "encoder", exclude=[A]).address for _ in range(10)} == {B}
+    alone = Balancer([A], clock=clock)
+    assert alone.start(1, "encoder", exclude=[A]).address == A
+
+
+def test_replicas_resolved_again_join_fresh_and_gone_ones_take_their_ejections_with_them():
+    clock, events = Clock(), []
+    pool = balancer(clock, events)
+    pool.failed(pool.start(1, "encoder", exclude=[B]), "unavailable")
+    pool.set_addresses([B, "127.0.0.5:8001"])
+    assert pool.ejected() == {} and events[-1] == (A, "unavailable", False)
+    assert {pool.start(1, "encoder").address for _ in range(40)} == {B, "127.0.0.5:8001"}
+
+
+@pytest.mark.parametrize("reason", ["unavailable", "internal", "not_found"])
+def test_every_reason_is_reported_with_its_replica(reason):
+    clock, events = Clock(), []
+    pool = balancer(clock, events)
+    pool.failed(pool.start(1, "encoder", exclude=[A]), reason)
+    assert events == [(B, reason, True)]
+
+
+def test_a_slow_outlier_gets_no_calls_only_shadow_copies_whose_times_bring_it_back():
+    clock, events = Clock(), []
+    pool = balancer(clock, events)
+    serve(pool, clock, 2.0, {A: 1.0, B: 1.0})
+    serve(pool, clock, 3.0, {A: 1.0, B: 10.0})
+    assert pool.ejected() == {B: "slow"} and (B, "slow", True) in events
+    assert {pool.start(30, "encoder").address for _ in range(20)} == {A}
+    copy = pool.shadow(30, "encoder")
+    assert copy is not None and copy.address == B and copy.shadow
+    assert pool.shadow(30, "encoder") is None, "one copy in flight"
+    clock.now += 0.017  # as fast as A again
+    pool.succeeded(copy)
+    assert pool.shadow(30, "encoder") is None, "one copy every SHADOW_EVERY seconds"
+    for _ in range(10):
+        clock.now += 0.5
+        pool.start(1, "encoder")  # where outliers are marked
+        copy = pool.shadow(30, "encoder")
+        if copy is None:
+            break
+        clock.now += 0.017
+        pool.succeeded(copy)
+    assert pool.ejected() == {} and events[-1] == (B, "slow", False)
+    assert B in {pool.start(30, "encoder").address for _ in range(20)}, "back in rotation"
+
+
+def test_healthy_replicas_get_no_shadow_copies():
+    clock = Clock()
+    pool = balancer(clock)
+    serve(pool, clock, 2.0, {A: 1.0, B: 1.2})
+    assert pool.shadow(30, "encoder") is None and pool.ejected() == {}
