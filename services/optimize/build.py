@@ -33,7 +33,7 @@ from services.common.errors import ConfigurationError, ModelBuildError, ServingE
 from services.common.onnx_runner import OnnxModel, default_threads
 from services.common.tokenization import TextTokenizer
 from services.modelbuild.manifest import seal
-from services.optimize.graph import GPU_PROVIDER, Recipe, after_gelu, check_variant, optimize_graph, quantize_int8
+from services.optimize.graph import Recipe, after_gelu, check_variant, optimize_graph, quantize_int8
 from services.optimize.heldout import HELDOUT, heldout_texts
 from services.optimize.quality import Gate, QualityReport, measure
 
@@ -157,7 +157,7 @@ class Judge:
         labelled: list[tuple[str, int]] | None = None,
     ):
         self.manifest, self.gate = manifest, gate
-        self.providers = [GPU_PROVIDER] if variant == "fp16" else None
+        self.device = "cuda" if variant == "fp16" else "cpu"
         self.tokenizer = TextTokenizer(source_dir / TOKENIZER_FILE, manifest.max_seq_length)
         self.texts = heldout_texts()
         self.labelled = labelled if labelled and manifest.task == "classification" else None
@@ -175,7 +175,7 @@ class Judge:
         return measure(self.source_outputs, variant_outputs, task=self.manifest.task, gate=self.gate, labelled=rows)
 
     def _model(self, model_dir: Path) -> OnnxModel:
-        return OnnxModel(model_dir, self.manifest, threads=default_threads(), providers=self.providers)
+        return OnnxModel(model_dir, self.manifest, threads=default_threads(), device=self.device)
 
     def _labelled_texts(self) -> list[str]:
         return [text for text, _ in self.labelled or []]

@@ -14,12 +14,12 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.common.devices import cuda_missing, gpu_present
 from services.common.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 VARIANTS = ("int8", "fp16")
 """int8: dynamic int8 quantization for the CPU; fp16: half precision for a GPU (ONNX Runtime's CUDA provider)."""
-GPU_PROVIDER = "CUDAExecutionProvider"
 GELU_OPS = {"Gelu", "BiasGelu", "FastGelu"}
 
 
@@ -48,13 +48,9 @@ def gpu_missing() -> str | None:
     """Why a GPU variant cannot be built or measured here (None when ONNX Runtime has its CUDA provider)."""
     import onnxruntime as ort
 
-    if GPU_PROVIDER in ort.get_available_providers():
+    if (missing := cuda_missing(ort.get_available_providers(), gpu_present())) is None:
         return None
-    return (
-        f"fp16 runs on a GPU, and this onnxruntime {ort.__version__} has no {GPU_PROVIDER} "
-        f"(providers: {', '.join(ort.get_available_providers())}): install onnxruntime-gpu on a host with an NVIDIA "
-        "GPU and CUDA, or build the int8 variant for the CPU (--variant int8)"
-    )
+    return f"the fp16 variant is built and measured on a GPU, which needs {missing}; build --variant int8 for the CPU"
 
 
 def check_variant(variant: str) -> None:

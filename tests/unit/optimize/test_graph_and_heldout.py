@@ -25,6 +25,7 @@ def test_an_unknown_variant_is_refused_naming_the_known_ones():
 
 def test_fp16_without_a_cuda_provider_is_refused_naming_what_is_missing(monkeypatch):
     monkeypatch.setattr("onnxruntime.get_available_providers", lambda: ["CPUExecutionProvider"])
+    monkeypatch.setattr(graph, "gpu_present", lambda: True)
     with pytest.raises(ConfigurationError) as refused:
         check_variant("fp16")
     message = str(refused.value)
@@ -35,6 +36,7 @@ def test_fp16_is_accepted_where_onnx_runtime_has_its_cuda_provider(monkeypatch):
     monkeypatch.setattr(
         "onnxruntime.get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
     )
+    monkeypatch.setattr(graph, "gpu_present", lambda: True)
     assert graph.gpu_missing() is None
     check_variant("fp16")
 
