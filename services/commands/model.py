@@ -105,6 +105,7 @@ def optimize(
     measured against its source on 1,200 held-out texts and refused below the quality gate."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("services").setLevel(logging.INFO)
+    from services.optimize.build import default_out
     from services.optimize.build import optimize as write
     from services.optimize.quality import Gate
 
@@ -117,10 +118,20 @@ def optimize(
             max_accuracy_drop=max_accuracy_drop,
         )
         if registered:
+            from services.common.settings import RunSettings
             from services.optimize.registered import optimize_registered
+            from services.registry.mlflow_registry import ModelRegistry
+            from services.registry.settings import RegistrySettings
 
+            registry = ModelRegistry(RegistrySettings(run_dir=RunSettings().run_dir))
             result, published = optimize_registered(
-                registered, variant=variant, gate=gate, allow_below_gate=allow_below_gate, out=out, register=register
+                registered,
+                variant=variant,
+                gate=gate,
+                allow_below_gate=allow_below_gate,
+                out=out,
+                register=register,
+                registry=registry,
             )
         else:
             result, published = (
@@ -130,10 +141,16 @@ def optimize(
     except (ServingError, ValueError) as error:
         fail(error)
     show_quality(result.report)
-    where = "up to date" if result.skipped else "written"
-    console.print(f"{result.manifest.name} {variant} variant {where}; served at /serve/{result.manifest.endpoint_name}")
+    what = f"{result.manifest.name} {variant} variant"
     if published:
+        console.print(f"{what} registered as version {published['version']} of '{published['name']}'")
         sys.stdout.write(json.dumps(published, indent=2) + "\n")
+    elif registered and out is None:
+        console.print(f"{what} measured, not kept: --out DIR keeps it, --register registers it")
+    else:
+        where = out or default_out(model_dir, variant)
+        state = "up to date" if result.skipped else "written"
+        console.print(f"{what} {state} in {where}; served at /serve/{result.manifest.endpoint_name}")
 
 
 def show_quality(report) -> None:
