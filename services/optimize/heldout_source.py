@@ -3,7 +3,8 @@ Python standard library of the interpreter that runs this (Python Software Found
 
 A sentence is kept when it has 6 to 40 words, starts with a capital letter, ends with a full stop, and holds no code
 (no brackets, `=`, `>>>`, underscores, backquotes); duplicates go. 1,200 of them are drawn with a fixed seed, so a
-rerun on the same Python writes the same file: `python -m services.optimize.heldout_source > FILE`.
+rerun on the same Python and platform (the same modules importable) writes the same file:
+`python -m services.optimize.heldout_source > FILE`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ SENTENCE_END = re.compile(r"(?<=[a-z0-9])\.\s+(?=[A-Z])")
 
 
 def docstrings() -> list[str]:
+    """The docstring of every importable public stdlib module and of the callables each defines."""
     found: list[str] = []
     for name in MODULES:
         try:
@@ -42,6 +44,7 @@ def docstrings() -> list[str]:
 
 
 def sentences(texts: list[str]) -> list[str]:
+    """The prose sentences of `texts` that pass the rules above, once each, sorted."""
     kept: dict[str, None] = {}
     for text in texts:
         for paragraph in re.split(r"\n\s*\n", text):
