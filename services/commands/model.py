@@ -91,10 +91,13 @@ def optimize(
         help="With --from-registry: register the variant as a new version of the same model, with lineage to its "
         "source version and its quality report.",
     ),
-    min_mean_cosine: float = typer.Option(0.99, help="Gate: least mean cosine to the source's outputs."),
+    min_mean_cosine: float = typer.Option(0.99, help="Gate (embeddings): least mean cosine to the source's outputs."),
     min_topk_agreement: float = typer.Option(0.9, help="Gate (embeddings): least top-10 nearest-neighbour agreement."),
     max_accuracy_drop: float = typer.Option(
         0.01, help="Gate (a classifier with labelled rows): most accuracy it may lose."
+    ),
+    min_label_agreement: float = typer.Option(
+        0.98, help="Gate (a classifier): least share of held-out texts given the source's label."
     ),
     allow_below_gate: bool = typer.Option(
         False, "--allow-below-gate", help="Write (and register) a variant that measured below the gate, marked so."
@@ -116,6 +119,7 @@ def optimize(
             min_mean_cosine=min_mean_cosine,
             min_topk_agreement=min_topk_agreement,
             max_accuracy_drop=max_accuracy_drop,
+            min_label_agreement=min_label_agreement,
         )
         if registered:
             from services.common.settings import RunSettings
@@ -161,11 +165,12 @@ def show_quality(report) -> None:
     table = Table(title=f"quality against the source on {report.texts} held-out texts")
     for column in ("measure", "value", "gate"):
         table.add_column(column)
+    embedding = report.task == "embedding"
     rows = [
-        ("mean cosine", report.mean_cosine, f">= {gate.min_mean_cosine}"),
+        ("mean cosine", report.mean_cosine, f">= {gate.min_mean_cosine}" if embedding else "(logits: not gated)"),
         ("min cosine", report.min_cosine, ""),
         (f"top-{report.top_k} agreement", report.topk_agreement, f">= {gate.min_topk_agreement}"),
-        ("label agreement", report.label_agreement, ""),
+        ("label agreement", report.label_agreement, f">= {gate.min_label_agreement}"),
         ("accuracy (source)", report.source_accuracy, ""),
         ("accuracy", report.accuracy, f"drop <= {gate.max_accuracy_drop}"),
     ]

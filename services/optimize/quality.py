@@ -3,7 +3,9 @@
 For embeddings: the cosine between each text's two vectors (mean and minimum), and the agreement of the top-k
 nearest neighbours of every text within the set (what a vector index built on one and queried with the other sees):
 the share of each text's k nearest neighbours under the source that are also among its k nearest under the variant,
-averaged over texts. For a classifier: the share of texts given the same label, and accuracy on labelled rows.
+averaged over texts. For a classifier: the share of texts given the same label, and accuracy on labelled rows; the
+cosine of its logits is reported, not gated (two logits near the decision boundary flip the cosine's sign while the
+label holds).
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ TOP_K = 10
 class Gate(BaseModel):
     """The least a variant must measure to be written (overridable, and the report then says what failed)."""
 
-    min_mean_cosine: float = Field(0.99, ge=-1.0, le=1.0)
+    min_mean_cosine: float = Field(0.99, ge=-1.0, le=1.0, description="embeddings only")
     min_topk_agreement: float = Field(0.9, ge=0.0, le=1.0, description="embeddings only")
     max_accuracy_drop: float = Field(0.01, ge=0.0, le=1.0, description="classifiers with labelled rows only")
+    min_label_agreement: float = Field(0.98, ge=0.0, le=1.0, description="classifiers only")
 
 
 class QualityReport(BaseModel):
     """A variant measured against its source on `texts` held-out texts."""
 
+    task: str = "embedding"
     texts: int
     mean_cosine: float
     min_cosine: float
@@ -84,12 +88,16 @@ def shown(value: float, limit: float) -> str:
 def judge(report: QualityReport) -> QualityReport:
     """`report` with `failures` filled in from its gate."""
     gate, failures = report.gate, []
-    if report.mean_cosine < gate.min_mean_cosine:
+    if report.task == "embedding" and report.mean_cosine < gate.min_mean_cosine:
         failures.append(f"mean cosine {shown(report.mean_cosine, gate.min_mean_cosine)} < {gate.min_mean_cosine}")
     if report.topk_agreement is not None and report.topk_agreement < gate.min_topk_agreement:
         failures.append(
             f"top-{report.top_k} neighbour agreement {shown(report.topk_agreement, gate.min_topk_agreement)} "
             f"< {gate.min_topk_agreement}"
+        )
+    if report.label_agreement is not None and report.label_agreement < gate.min_label_agreement:
+        failures.append(
+            f"label agreement {shown(report.label_agreement, gate.min_label_agreement)} < {gate.min_label_agreement}"
         )
     if report.accuracy is not None and report.source_accuracy is not None:
         drop = report.source_accuracy - report.accuracy
@@ -113,7 +121,13 @@ def measure(
     """The report of `variant`'s outputs against `source`'s on the same texts, judged by `gate`. `labelled`: for a
     classifier, (truth, source logits, variant logits) on labelled rows."""
     cos = cosines(source, variant)
-    fields: dict = {"texts": len(cos), "mean_cosine": float(cos.mean()), "min_cosine": float(cos.min()), "top_k": k}
+    fields: dict = {
+        "task": task,
+        "texts": len(cos),
+        "mean_cosine": float(cos.mean()),
+        "min_cosine": float(cos.min()),
+        "top_k": k,
+    }
     if task == "embedding":
         fields["topk_agreement"] = topk_agreement(source, variant, k)
     else:

@@ -70,6 +70,15 @@ def test_judge_holds_a_classifier_to_its_accuracy_drop():
     assert lost.failures == ["accuracy 0.8000 is 0.1000 below the source's 0.9000 (at most 0.05)"]
 
 
+def test_a_classifier_is_gated_on_its_labels_not_the_cosine_of_its_logits():
+    flipped_logits = QualityReport(
+        task="classification", texts=100, mean_cosine=0.5, min_cosine=-1.0, label_agreement=0.99
+    )
+    assert judge(flipped_logits).passed
+    disagreeing = QualityReport(task="classification", texts=100, mean_cosine=1.0, min_cosine=1.0, label_agreement=0.9)
+    assert judge(disagreeing).failures == ["label agreement 0.9000 < 0.98"]
+
+
 def test_measure_an_embedding_variant():
     rng = np.random.default_rng(1)
     source = rng.normal(size=(40, 16))
@@ -87,4 +96,7 @@ def test_measure_a_classifier_counts_labels_and_accuracy():
     assert report.topk_agreement is None
     assert report.label_agreement == pytest.approx(0.75)
     assert (report.source_accuracy, report.accuracy, report.labelled_rows) == (1.0, 0.75, 4)
-    assert report.failures[-1].startswith("accuracy 0.7500 is 0.2500 below")
+    assert report.failures == [
+        "label agreement 0.7500 < 0.98",
+        "accuracy 0.7500 is 0.2500 below the source's 1.0000 (at most 0.01)",
+    ]
