@@ -34,7 +34,7 @@ from services.common.onnx_runner import OnnxModel, default_threads
 from services.common.tokenization import TextTokenizer
 from services.modelbuild.manifest import seal
 from services.optimize.graph import Recipe, after_gelu, check_variant, optimize_graph, quantize_int8
-from services.optimize.heldout import HELDOUT, heldout_texts
+from services.optimize.heldout import HELDOUT, heldout_texts, labelled_rows
 from services.optimize.quality import Gate, QualityReport, measure
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,8 @@ def optimize(
 ) -> Optimized:
     """Write the `variant` of the model built in `source_dir` into `out_dir` (default `default_out`) and return its
     manifest and quality report. ModelBuildError naming each failed gate when it measures below `gate` and
-    `allow_below_gate` is off. `labelled`: (text, label index) rows a classifier's accuracy is measured on."""
+    `allow_below_gate` is off. `labelled`: (text, label index) rows a classifier's accuracy is measured on (default:
+    `serving train`'s held-out rows for a classifier with its labels)."""
     source_dir = Path(source_dir)
     out_dir = Path(out_dir) if out_dir is not None else default_out(source_dir, variant)
     gate = gate or Gate()
@@ -103,7 +104,8 @@ def optimize(
             if (source_dir / name).is_file():
                 shutil.copyfile(source_dir / name, staging / name)
         log.info("optimizing %s into its %s variant", source_dir, variant)
-        judge = Judge(source_dir, source, gate, variant=variant, labelled=labelled)
+        rows = labelled if labelled is not None else labelled_rows(source.labels)
+        judge = Judge(source_dir, source, gate, variant=variant, labelled=rows)
         report, kept = write_model(source_dir / MODEL_FILE, staging, work, recipe, judge)
         if report.failures and not allow_below_gate:
             raise ModelBuildError(

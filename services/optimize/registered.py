@@ -20,16 +20,6 @@ def parse_version(spec: str) -> tuple[str, str]:
     return name, version
 
 
-def labelled_rows(manifest_labels: list[str] | None) -> list[tuple[str, int]] | None:
-    """The held-out rows of `serving train`'s data set (the same 20% its evaluate step scores), for a classifier
-    with its labels; None for any other model."""
-    from services.registry.train import DATA, LABELS, read_rows, split
-
-    if manifest_labels != LABELS:
-        return None
-    return split(read_rows(DATA), 0.8, seed=0)[1]
-
-
 def optimize_registered(
     spec: str,
     *,
@@ -42,14 +32,12 @@ def optimize_registered(
 ) -> tuple[Optimized, dict | None]:
     """Optimize version `spec` (NAME:VERSION) into `out` (default: a temporary directory, gone afterwards) and, with
     `register`, publish the variant as a new version of NAME whose lineage names its source version."""
-    from services.common.contract import Manifest
     from services.registry.mlflow_registry import ModelRegistry
 
     name, version = parse_version(spec)
     registry = registry or ModelRegistry()
     with tempfile.TemporaryDirectory() as tmp:
         source_dir = registry.fetch(name, version, Path(tmp) / "source")
-        labels = Manifest.load(source_dir).labels
         target = out or Path(tmp) / "variant"
         result = optimize(
             source_dir,
@@ -58,7 +46,6 @@ def optimize_registered(
             gate=gate,
             allow_below_gate=allow_below_gate,
             force=True,
-            labelled=labelled_rows(labels),
         )
         published = registry.publish(target, name, source_version=version) if register else None
     return result, published

@@ -110,10 +110,7 @@ def test_an_optimized_registered_version_becomes_the_next_version_with_lineage(t
 
 
 def test_a_classifier_variant_is_scored_on_the_training_example_s_held_out_rows(tiny_classifier, tmp_path):
-    from services.optimize.registered import labelled_rows
-
-    rows = labelled_rows(Manifest.load(tiny_classifier).labels)
-    result = optimize(tiny_classifier, tmp_path / "classifier-int8", labelled=rows)
+    result = optimize(tiny_classifier, tmp_path / "classifier-int8")
     report = result.report
     assert (report.task, report.labelled_rows, report.topk_agreement) == ("classification", 80, None)
     assert report.accuracy is not None and report.source_accuracy is not None

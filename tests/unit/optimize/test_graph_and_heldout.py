@@ -10,8 +10,8 @@ from onnx import TensorProto, helper
 from services.common.errors import ConfigurationError, InvalidInput
 from services.optimize import graph
 from services.optimize.graph import Recipe, after_gelu, check_variant
-from services.optimize.heldout import HELDOUT, heldout_texts
-from services.optimize.registered import labelled_rows, parse_version
+from services.optimize.heldout import HELDOUT, heldout_texts, labelled_rows
+from services.optimize.registered import parse_version
 
 
 def test_int8_is_built_anywhere():
