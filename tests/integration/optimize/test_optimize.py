@@ -50,6 +50,25 @@ def test_the_variant_is_int8_measured_and_served_under_the_same_name(variant, ti
     assert not np.array_equal(ours, theirs) and np.allclose(ours, theirs, atol=0.05)
 
 
+def test_a_stack_serves_the_variant_under_the_model_s_name(variant, tiny_model, tmp_path):
+    from tests.support.servers import start_http_stack
+
+    out, _ = variant
+    server = start_http_stack(tmp_path, out, env={"SERVING_ENDPOINT": Manifest.load(tiny_model).endpoint_name})
+    try:
+        with server.client() as client:
+            answer = client.post("/serve/tiny-bert", json={"texts": ["a held-out check", "another text"]})
+    finally:
+        server.launcher.stop_all()
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-model-name"] == "tiny-bert" and answer.json()["version"] == "1"
+    source = Manifest.load(tiny_model)
+    tokenizer = TextTokenizer(tiny_model / "tokenizer.json", source.max_seq_length)
+    feeds = tokenizer.encode(["a held-out check", "another text"]).tensors(source.input_names)
+    expected = OnnxModel(tiny_model, source).run(feeds)
+    assert np.allclose(np.array(answer.json()["embeddings"]), expected, atol=0.05)
+
+
 def test_an_up_to_date_variant_is_not_rebuilt(variant, tiny_model):
     out, first = variant
     again = optimize(tiny_model, out)
