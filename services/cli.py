@@ -30,6 +30,7 @@ register_commands(model_app, app)
 # In this order in `--help`.
 model_app.command("build")(model.build)
 model_app.command("tiny")(model.tiny)
+model_app.command("optimize")(model.optimize)
 app.command("model-repo")(model.model_repo)
 app.command("up")(stack.up)
 app.command("observability")(observability.observability)

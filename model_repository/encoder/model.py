@@ -27,7 +27,9 @@ class TritonPythonModel:
             self.model = SimDevice.from_parameters(manifest, params)
         else:
             threads = int(params.get("intra_op_threads", "1"))
-            self.model = OnnxModel(here, manifest, threads=threads, spin=params.get("spin", "false") == "true")
+            spin = params.get("spin", "false") == "true"
+            device = "cuda" if params.get("device") == "cuda" else "cpu"
+            self.model = OnnxModel(here, manifest, threads=threads, spin=spin, device=device)
         self.input_names = [i["name"] for i in config["input"]]
         self.output_name = config["output"][0]["name"]
 

@@ -11,7 +11,7 @@ import typer
 
 from services.commands.supervise import announce, plan_stack, run_supervisor, start_detached, start_stack
 from services.common.cli import console, fail
-from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US, DEVICES
+from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US, device_refusal, gpu_present
 from services.common.private import PRIVATE_UMASK
 from services.common.settings import RunSettings
 
@@ -44,7 +44,8 @@ SPIN = typer.Option(
 )
 DEVICE = typer.Option(
     "cpu",
-    help="Where the encoder runs: cpu (ONNX Runtime) | sim (a simulated accelerator: one device, batches wait "
+    help="Where the encoder runs: cpu (ONNX Runtime) | cuda (ONNX Runtime's CUDA provider on an NVIDIA GPU; refused, "
+    "naming what is missing, where there is none) | sim (a simulated accelerator: one device, batches wait "
     "SIM_FIXED_US + SIM_PER_TOKEN_US x padded tokens, no CPU).",
 )
 SIM_FIXED_US = typer.Option(DEFAULT_FIXED_US, min=0.0, help="--device sim: device time of every batch, us.")
@@ -105,8 +106,8 @@ def up(
 
     if batching not in ("on", "off"):
         fail(ValueError(f"BATCHING must be on or off, not '{batching}'"))
-    if device not in DEVICES:
-        fail(ValueError(f"DEVICE must be one of {', '.join(DEVICES)}, not '{device}'"))
+    if refusal := device_refusal(device, *(local_providers() if device == "cuda" else ([], False))):
+        fail(ValueError(refusal))
     run = RunSettings()
     options = StackOptions(
         stack=stack,
@@ -169,3 +170,10 @@ def down(
     stopped = stop_recorded(run_dir, timeout=timeout, stopping=stopping)
     remove_all(run_dir)  # what a supervisor killed with SIGKILL left in memory
     console.print("stopped " + ", ".join(stopped) if stopped else "nothing was running")
+
+
+def local_providers() -> tuple[list[str], bool]:
+    """This machine's ONNX Runtime providers and whether it has an NVIDIA GPU (what `DEVICE=cuda` needs)."""
+    import onnxruntime
+
+    return onnxruntime.get_available_providers(), gpu_present()

@@ -24,6 +24,8 @@ MANIFEST_FILE = "manifest.json"
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 REFERENCE_FILE = "reference.json"
+QUALITY_FILE = "quality.json"
+"""A variant's quality report against its source (`serving model optimize`), sealed with its files."""
 # What a model version is warmed up and checked with before it takes traffic (the gateway's built-in model, the
 # controller's forward pass and its check through Triton): a short and a longer text, so two lengths are padded.
 WARMUP_TEXTS = ["warm up", "the quick brown fox jumps over the lazy dog"]
@@ -147,6 +149,22 @@ class BuildInfo(BaseModel):
     max_abs_diff: float = Field(description="largest |onnx - pytorch| on the validation sentences")
 
 
+class OptimizationInfo(BaseModel):
+    """How a variant was made from its source (`serving model optimize`) and how close it measured to it; the whole
+    quality report is the sealed file `quality.json` beside it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    variant: Literal["int8", "fp16"]
+    fingerprint: str
+    created_at: str
+    onnxruntime: str
+    recipe: dict[str, str] = Field(default_factory=dict, max_length=32)
+    source_manifest: str = Field(description="sha256 of the source's manifest.json", pattern=r"^[0-9a-f]{64}$")
+    quality: dict[str, float] = Field(default_factory=dict, max_length=32)
+    passed: bool = Field(description="whether the quality met the gate (False: written by the user's override)")
+
+
 class Manifest(BaseModel):
     """Untrusted until loaded: every name is held to an allow-list (`services.common.names`), every file to a relative
     path inside the artifact, and the files a server runs (`MODEL_FILE`, `TOKENIZER_FILE`) must be listed with their
@@ -167,6 +185,7 @@ class Manifest(BaseModel):
     files: dict[str, str] = Field(default_factory=dict, description="sha256 of every artifact file", max_length=64)
     source: SourceInfo
     build: BuildInfo
+    optimization: OptimizationInfo | None = Field(None, description="set on a variant of another build only")
 
     @field_validator("name")
     @classmethod
@@ -217,7 +236,9 @@ class Manifest(BaseModel):
             raise ConfigurationError(f"{MANIFEST_FILE} is not valid: {_fields(exc)}") from None
 
     def save(self, model_dir: Path) -> None:
-        (model_dir / MANIFEST_FILE).write_text(json.dumps(self.model_dump(), indent=2) + "\n")
+        """Written as JSON; a build that is no variant has no `optimization` key (as before variants existed)."""
+        document = self.model_dump(exclude={"optimization"} if self.optimization is None else None)
+        (model_dir / MANIFEST_FILE).write_text(json.dumps(document, indent=2) + "\n")
 
     def verify_files(
         self, model_dir: Path | str, required: tuple[str, ...] = (MODEL_FILE, TOKENIZER_FILE), *, exact: bool = False

@@ -18,6 +18,7 @@ import numpy as np
 import onnxruntime as ort
 
 from services.common.contract import MODEL_FILE, Manifest
+from services.common.devices import gpu_present, providers_for
 from services.common.memory import trimmer
 
 SHRINK_ABOVE_TOKENS = 1024
@@ -38,12 +39,13 @@ class OnnxModel:
         manifest: Manifest,
         *,
         threads: int = 1,
-        providers: list[str] | None = None,
+        device: str = "cpu",
         spin: bool = True,
         shrink_above: int = SHRINK_ABOVE_TOKENS,
     ):
-        """`spin=False` stops idle intra-op threads from busy-waiting: better when other processes (tokenizing
-        workers, a load generator) share the cores."""
+        """`device`: cpu, or cuda (ConfigurationError naming what is missing where there is no GPU or CUDA
+        provider: `services.common.devices.providers_for`). `spin=False` stops idle intra-op threads from
+        busy-waiting: better when other processes (tokenizing workers, a load generator) share the cores."""
         self.manifest = manifest
         self.shrink_above = shrink_above
         options = ort.SessionOptions()
@@ -53,8 +55,7 @@ class OnnxModel:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if not spin:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        available = ort.get_available_providers()
-        chosen = [p for p in (providers or ["CPUExecutionProvider"]) if p in available] or ["CPUExecutionProvider"]
+        chosen = providers_for(device, ort.get_available_providers(), gpu_present())
         self.session = ort.InferenceSession(str(Path(model_dir) / MODEL_FILE), options, providers=chosen)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]

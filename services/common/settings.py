@@ -114,8 +114,9 @@ class ApiSettings(BaseSettings):
     """Requests one worker handles at once; past it new requests get 429 with Retry-After."""
     intra_op_threads: int | None = Field(None, ge=1)
     """ONNX Runtime threads per worker; default: CPU cores divided by workers."""
-    device: Literal["cpu", "sim"] = "cpu"
-    """Where the in-process model runs (STACK=fastapi): ONNX Runtime on the CPU, or `sim`, the simulated accelerator
+    device: Literal["cpu", "cuda", "sim"] = "cpu"
+    """Where the in-process model runs (STACK=fastapi): ONNX Runtime on the CPU, on an NVIDIA GPU (`cuda`: its CUDA
+    provider; refused at start where there is none), or `sim`, the simulated accelerator
     (`services.common.sim_device`: one device, each batch `sim_fixed_us + sim_per_token_us x padded tokens` of
     waiting, deterministic unit-norm outputs)."""
     sim_fixed_us: float = Field(DEFAULT_FIXED_US, ge=0)

@@ -1,5 +1,6 @@
 """In-process model, run on a worker thread so the event loop keeps accepting and parsing requests: ONNX Runtime
-(`device=cpu`), or the simulated accelerator (`device=sim`, `services.common.sim_device`) shared by the workers.
+(`device=cpu`), on its CUDA provider (`device=cuda`), or the simulated accelerator (`device=sim`,
+`services.common.sim_device`) shared by the workers.
 
 A request cancelled (its client gone, its deadline passed: `services.api.lifetime`) takes its run with it: one still
 queued for the thread never starts, one under way stops at ONNX Runtime's next check (`RunOptions.terminate`), so the
@@ -26,7 +27,7 @@ class LocalOnnxBackend:
     def __init__(self, settings: ApiSettings, manifest: Manifest):
         self.settings = settings
         self.manifest = manifest
-        self.device = settings.device
+        self.device = "gpu" if settings.device == "cuda" else settings.device  # as the x-device header names it
         self.model: OnnxModel | SimDevice | None = None
         # One inference at a time per worker: ONNX Runtime already uses intra_op_threads cores for it.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnxruntime")
@@ -43,7 +44,7 @@ class LocalOnnxBackend:
             )
             return
         threads = settings.intra_op_threads or default_threads(settings.workers)
-        self.model = OnnxModel(settings.model_dir, self.manifest, threads=threads)
+        self.model = OnnxModel(settings.model_dir, self.manifest, threads=threads, device=settings.device)
 
     async def stop(self) -> None:
         self.executor.shutdown(wait=True)

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 DATASET_ARTIFACT_TAG = "artifact"
+VARIANT_TAG = "variant"
+"""Tag of a version made by `serving model optimize`: int8 or fp16; `SOURCE_TAG` names the version it was made from."""
+SOURCE_TAG = "source.version"
+
 """Tag of a dataset input naming the artifact (of the same run) that holds a copy of the data set's file."""
 
 
@@ -82,3 +86,37 @@ def datasets(runs: list, links: UiLinks) -> list[dict]:
                 "url": links.run(item, tags.get(DATASET_ARTIFACT_TAG)),
             }
     return list(found.values())
+
+
+def variant_lineage(manifest, source_version: str | None) -> dict[str, str]:
+    """The tags of a variant's run and version (empty for a build that is no variant): what it is, the version it was
+    made from, and whether it passed its quality gate."""
+    info = manifest.optimization
+    if info is None:
+        return {}
+    tags = {VARIANT_TAG: info.variant, "quality.passed": str(info.passed).lower()}
+    if source_version is not None:
+        tags[SOURCE_TAG] = source_version
+    return tags
+
+
+def variant_description(manifest, source_version: str | None) -> str | None:
+    """The version's description on its registry page: what it was made from and how close it measured."""
+    info = manifest.optimization
+    if info is None:
+        return None
+    made_from = f"version {source_version}" if source_version else "a local build"
+    figures = ", ".join(f"{k} {v:.4f}" for k, v in info.quality.items())
+    verdict = "passed the gate" if info.passed else "BELOW the gate (written by --allow-below-gate)"
+    return f"{info.variant} variant of {made_from} (onnxruntime {info.onnxruntime}); quality: {figures}; {verdict}."
+
+
+def variant_of(name: str, tags: dict[str, str], metrics: dict[str, float], links: UiLinks) -> dict:
+    """A variant version's lineage entry: the version it was made from (with its page) and its quality figures."""
+    source = tags.get(SOURCE_TAG)
+    return {
+        "variant": tags[VARIANT_TAG],
+        "source": {"name": name, "version": source, "url": links.version(name, source)} if source else None,
+        "quality": {k.removeprefix("quality."): v for k, v in sorted(metrics.items()) if k.startswith("quality.")},
+        "passed": tags.get("quality.passed") == "true",
+    }

@@ -19,11 +19,20 @@ from pathlib import Path
 import httpx
 
 from services.common import artifacts
-from services.common.contract import MANIFEST_FILE, Manifest, checked_hashes, sha256_file
+from services.common.contract import MANIFEST_FILE, QUALITY_FILE, Manifest, checked_hashes, sha256_file
 from services.common.errors import ConfigurationError, InvalidInput, NotFound, Unavailable
 from services.common.private import made_private, private_dir, private_file
 from services.common.urls import shown_url
-from services.registry.lineage import DATASET_ARTIFACT_TAG, UiLinks, datasets, pipeline
+from services.registry.lineage import (
+    DATASET_ARTIFACT_TAG,
+    VARIANT_TAG,
+    UiLinks,
+    datasets,
+    pipeline,
+    variant_description,
+    variant_lineage,
+    variant_of,
+)
 from services.registry.settings import RegistrySettings
 from services.registry.signature import log_signature
 
@@ -117,13 +126,23 @@ class ModelRegistry:
             return self.publish(model_dir, name, dataset=dataset, run_id=run_id)
 
     def publish(
-        self, model_dir: Path, name: str, *, dataset: DatasetRef | None = None, run_id: str | None = None
+        self,
+        model_dir: Path,
+        name: str,
+        *,
+        dataset: DatasetRef | None = None,
+        run_id: str | None = None,
+        source_version: str | None = None,
     ) -> dict:
         """Log a built model directory (manifest, tokenizer, ONNX file) into a run with its lineage (checkpoint
         files, code revision, export options, data set) and its signature (`signature`), and register it as a new
-        version of `name` whose source is that signature."""
+        version of `name` whose source is that signature. A variant (`serving model optimize`) also logs its recipe,
+        its quality as metrics and `quality/quality.json`, and names `source_version`, the version it was made
+        from, in its tags and description."""
         manifest = Manifest.load(model_dir)
-        with self._run(run_id, f"register {name}") as run:
+        variant_tags = variant_lineage(manifest, source_version)
+        run_name = f"optimize {name} {source_version} {manifest.optimization.variant}" if variant_tags else None
+        with self._run(run_id, run_name or f"register {name}") as run:
             self.mlflow.log_artifacts(str(model_dir), artifact_path=ARTIFACT_PATH)
             source = log_signature(self.mlflow, manifest, run.info.run_id)
             self.mlflow.log_dict(manifest.source.model_dump(), "lineage/checkpoint.json")
@@ -134,6 +153,12 @@ class ModelRegistry:
             self.mlflow.log_params({f"export.{k}": v for k, v in build_options.items()})
             if dataset is not None:
                 self.log_dataset(dataset)
+            if manifest.optimization is not None:
+                self.mlflow.set_tags(variant_tags)
+                self.mlflow.log_params({f"optimize.{k}": v for k, v in manifest.optimization.recipe.items()})
+                self.mlflow.log_metrics({f"quality.{k}": v for k, v in manifest.optimization.quality.items()})
+                if (model_dir / QUALITY_FILE).is_file():
+                    self.mlflow.log_artifact(str(model_dir / QUALITY_FILE), artifact_path="quality")
             run_id = run.info.run_id
         if not self.client.search_registered_models(filter_string=name_filter(name)):
             self.client.create_registered_model(name)
@@ -141,7 +166,11 @@ class ModelRegistry:
             name,
             source=source,
             run_id=run_id,
-            tags={"manifest.sha256": hashlib.sha256(manifest.model_dump_json().encode()).hexdigest()[:16]},
+            tags={
+                "manifest.sha256": hashlib.sha256(manifest.model_dump_json().encode()).hexdigest()[:16],
+                **variant_tags,
+            },
+            description=variant_description(manifest, source_version),
         )
         log.info("registered %s version %s (run %s)", name, version.version, run_id)
         return {"name": name, "version": str(version.version), "run_id": run_id}
@@ -247,6 +276,9 @@ class ModelRegistry:
             experiment = self.client.get_experiment(parent.info.experiment_id).name
             lineage["pipeline"] = pipeline(parent, steps, experiment, links)
         lineage["datasets"] = datasets(runs, links)
+        tags = dict(found.tags or {})
+        if VARIANT_TAG in tags:
+            lineage["variant"] = variant_of(name, tags, run.data.metrics, links)
         if model_dir is not None and (model_dir / MANIFEST_FILE).is_file():
             lineage["artifacts"] = checked_hashes(model_dir)
         return lineage

@@ -71,6 +71,8 @@ def http_env(
         fields["endpoint"] = options.endpoint
     if name == "fastapi" and options.tuning.intra_op_threads:
         fields["intra_op_threads"] = options.tuning.intra_op_threads
+    if name == "fastapi" and options.device == "cuda":
+        fields["device"] = "cuda"
     if name == "fastapi" and options.device == "sim":
         fields |= {
             "device": "sim",

@@ -239,11 +239,13 @@ class TritonClient:
 
 def config_device(config: model_config_pb2.ModelConfig) -> str:
     """`sim` for a model whose `device` parameter says so (the simulated accelerator), `gpu` for one with a KIND_GPU
-    instance group, else `cpu`; any other parameter value is not trusted and reads as `cpu`."""
-    if "device" in config.parameters and config.parameters["device"].string_value == "sim":
+    instance group or a `device: cuda` parameter (the Python backend's encoder on CUDA), else `cpu`; any other
+    parameter value is not trusted and reads as `cpu`."""
+    declared = config.parameters["device"].string_value if "device" in config.parameters else ""
+    if declared == "sim":
         return "sim"
     gpu = model_config_pb2.ModelInstanceGroup.KIND_GPU
-    return "gpu" if any(group.kind == gpu for group in config.instance_group) else "cpu"
+    return "gpu" if declared == "cuda" or any(group.kind == gpu for group in config.instance_group) else "cpu"
 
 
 def _queue_full(exc: grpc.aio.AioRpcError) -> bool:

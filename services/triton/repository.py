@@ -59,7 +59,8 @@ class RenderOptions:
     gpu: bool = False
     """container target: run the encoder on the GPU (KIND_GPU)."""
     device: str = "cpu"
-    """local target: the encoder runs the model on ONNX Runtime (cpu) or on the simulated accelerator (sim,
+    """local target: the encoder runs the model on ONNX Runtime (cpu), on its CUDA provider (cuda: the Python
+    backend's encoder refuses to start where there is none), or on the simulated accelerator (sim,
     `services.common.sim_device`), whose settings below reach it as config parameters."""
     sim_fixed_us: float = DEFAULT_FIXED_US
     sim_per_token_us: float = DEFAULT_PER_TOKEN_US
@@ -71,8 +72,11 @@ class RenderOptions:
             raise ConfigurationError(f"TARGET must be local or container, not '{self.target}'")
         if self.padding not in ("ragged", "bucket"):
             raise ConfigurationError(f"padding must be ragged or bucket, not '{self.padding}'")
-        if self.device not in DEVICES or (self.device == "sim" and self.target != "local"):
-            raise ConfigurationError(f"DEVICE must be one of {', '.join(DEVICES)} (sim: local target only)")
+        if self.device not in DEVICES or (self.device != "cpu" and self.target != "local"):
+            raise ConfigurationError(
+                f"DEVICE must be one of {', '.join(DEVICES)} (cuda and sim: local target only; the container's GPU "
+                "is --gpu)"
+            )
         if self.target == "container" and self.padding == "ragged":
             object.__setattr__(self, "padding", "bucket")  # native onnxruntime batches equal shapes only
 
@@ -91,6 +95,8 @@ def render_configs(
     if not native:
         threads = options.intra_op_threads or default_threads()
         parameters = {"intra_op_threads": str(threads), "spin": "true" if options.spin else "false"}
+        if options.device == "cuda":
+            parameters["device"] = "cuda"
         if options.device == "sim":
             parameters |= {
                 "device": "sim",

@@ -1,4 +1,5 @@
-"""`serving model list`: the deployed endpoints, with each version's live request rate measured over one second."""
+"""`serving model list`: the deployed endpoints, with each version's live request rate measured over one second, and
+under the table where a rollout stands and how close a variant measured to its source."""
 
 from __future__ import annotations
 
@@ -43,8 +44,28 @@ def list_models(
             console.print(f"{item['endpoint']}: {status(item['rollout'])}")
         if item.get("new_versions"):
             console.print(f"{item['endpoint']}: new versions of '{item['registered_name']}' {item['new_versions']}")
+        for version in item["versions"]:
+            if line := variant_line(version):
+                console.print(f"{item['endpoint']}: {line}")
         if item.get("hand_back"):
             console.print(f"{item['endpoint']}: `{item['hand_back']}` hands traffic back to the newest live version")
+
+
+def variant_line(version: dict) -> str | None:
+    """For a version made by `serving model optimize` (its lineage's `variant`), what it was made from and how close
+    it measured to it, shown beside the rollout's status; None for any other version."""
+    variant = version.get("variant")
+    if not variant:
+        return None
+    source = variant.get("source") or {}
+    made_from = f"version {source['version']}" if source.get("version") else "a local build"
+    names = {"mean_cosine": "mean cosine", "min_cosine": "min cosine", "topk_agreement": "top-10 agreement"}
+    names |= {"label_agreement": "label agreement", "accuracy": "accuracy", "source_accuracy": "source's accuracy"}
+    quality = variant.get("quality") or {}
+    figures = ", ".join(f"{label} {quality[key]:.4f}" for key, label in names.items() if key in quality)
+    figures = figures or "no quality figures recorded"
+    verdict = "passed its quality gate" if variant.get("passed") else "BELOW its quality gate (overridden)"
+    return f"version {version['version']} is the {variant['variant']} variant of {made_from}: {figures}; {verdict}"
 
 
 def measured_rates(api: AdminApi, only: str | None = None) -> list[dict]:

@@ -41,7 +41,7 @@ def test_a_matrix_names_the_device_its_stacks_and_ceiling_run_on():
     config = MatrixConfig.load(ROOT / "loadtest" / "matrices" / "sim.toml")
     assert config.device_settings == {"device": "sim", "sim_fixed_us": 642.0, "sim_per_token_us": 4.25}
     assert MatrixConfig(configs=[]).device_settings["device"] == "cpu"
-    with pytest.raises(ValueError, match="device must be one of cpu, sim"):
+    with pytest.raises(ValueError, match="device must be one of cpu, cuda, sim"):
         MatrixConfig(configs=[], device="gpu")
 
 

@@ -66,6 +66,18 @@ def test_container_gpu_rendering_uses_a_gpu_instance_group(embedding_dir):
     assert configs["encoder"].instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
 
 
+def test_device_cuda_asks_the_python_backend_encoder_for_cuda_and_reads_back_as_gpu(embedding_dir):
+    from services.triton.grpc_client import config_device
+
+    manifest = Manifest.load(embedding_dir)
+    encoder = render_configs(manifest, RenderOptions(target="local", device="cuda"))["encoder"]
+    assert encoder.parameters["device"].string_value == "cuda"
+    assert config_device(encoder) == "gpu"
+    assert config_device(render_configs(manifest, RenderOptions(target="local"))["encoder"]) == "cpu"
+    with pytest.raises(ConfigurationError, match="cuda and sim: local target only"):
+        RenderOptions(target="container", device="cuda")
+
+
 def test_check_catches_a_config_that_drifted_from_the_contract(embedding_dir):
     manifest = Manifest.load(embedding_dir)
     configs = render_configs(manifest, RenderOptions())
