@@ -52,6 +52,10 @@ the process reading it than `transitions.CLOCK_SKEW` is not waited for (`transit
 controller's rollouts)."""
 EPOCH_AHEAD_MS = 24 * 3600 * 1000
 """How far ahead of a host's clock a restore epoch may be (a day: hosts' clocks differ by far less)."""
+RESTORE_ABOVE_MS = EPOCH_AHEAD_MS + 5 * 60 * 1000
+"""How far ahead of its clock an epoch may be for a restore to go above it: what readers take, and five minutes of
+clock skew more, so that a host whose clock is behind another's still passes what that one took (its own readers
+then take the restored epoch once their clock has caught up, within those minutes)."""
 LARGEST_COUNT = 2**53
 """The largest restore epoch or revision: a count JSON, Python and both databases hold exactly, with room to grow
 (an epoch is a time in milliseconds, ~1.8e12 today)."""
@@ -276,20 +280,25 @@ def problems(error: ValidationError, most: int = 3) -> str:
 
 
 def checked_counts(
-    epoch: object, revision: object, lead: str = "the deployment state's stamp is invalid"
+    epoch: object,
+    revision: object,
+    lead: str = "the deployment state's stamp is invalid",
+    ahead_ms: int = EPOCH_AHEAD_MS,
 ) -> tuple[int, int]:
     """A stored restore epoch and revision, each a count in [0, `LARGEST_COUNT`], the epoch (a time in milliseconds)
-    not more than `EPOCH_AHEAD_MS` ahead of this host's clock (`epoch_ahead`); else `StateInvalid`."""
+    not more than `ahead_ms` ahead of this host's clock (`epoch_ahead`); else `StateInvalid`."""
     for name, value in (("epoch", epoch), ("revision", revision)):
         if type(value) is not int or not 0 <= value <= LARGEST_COUNT:
             raise StateInvalid(lead, f"{name} {printable(repr(value))} is not a count in [0, {LARGEST_COUNT}]")
-    if epoch_ahead(epoch):  # type: ignore[arg-type]
-        raise StateInvalid(lead, f"epoch {epoch} (a time in ms) is more than a day ahead of this host's clock")
+    if epoch_ahead(epoch, ahead_ms):  # type: ignore[arg-type]
+        hours = f"{ahead_ms / 3_600_000:g} h"
+        raise StateInvalid(lead, f"epoch {epoch} (a time in ms) is more than {hours} ahead of this host's clock")
     return epoch, revision  # type: ignore[return-value]
 
 
-def epoch_ahead(epoch: int) -> bool:
-    """Whether a restore epoch lies more than `EPOCH_AHEAD_MS` ahead of this host's clock: no restore made one (an
+def epoch_ahead(epoch: int, allowance_ms: int = EPOCH_AHEAD_MS) -> bool:
+    """Whether a restore epoch lies more than `allowance_ms` ahead of this host's clock: no restore made one (an
     epoch is the time of the restore, or one above the last), so it was written by hand or by a clock far off, and
-    taking it would leave every later restore's epoch behind it."""
-    return epoch > time.time() * 1000 + EPOCH_AHEAD_MS
+    taking it would leave every later restore's epoch behind it. Readers refuse one a day ahead; a restore goes
+    above any up to `RESTORE_ABOVE_MS` ahead, so that it passes every epoch a host with a later clock took."""
+    return epoch > time.time() * 1000 + allowance_ms

@@ -200,7 +200,9 @@ class DeploymentStore:
         return Stamp(*checked_counts(row.epoch, row.revision)), row.document
 
     def _swap(self, stamp: Stamp, document: str) -> bool:
-        """Write `document` as the next revision if the stored state is still `stamp`; False if another won."""
+        """Write `document` as the next revision if the stored state is still `stamp`; False if another won. A next
+        revision past the bound is refused (`StateInvalid`): no process would read it."""
+        checked_counts(stamp.epoch, stamp.revision + 1, "the deployment state has no revision left; nothing changed")
         statement = (
             update(DOCUMENT)
             .where(DOCUMENT.c.id == 1, DOCUMENT.c.epoch == stamp.epoch, DOCUMENT.c.revision == stamp.revision)

@@ -18,6 +18,7 @@ valid."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
@@ -32,7 +33,15 @@ from sqlalchemy.pool import NullPool
 
 from services.common.errors import ConfigurationError
 from services.common.private import narrow, private_file
-from services.lifecycle.deployments import Deployments, checked_counts, dump, epoch_ahead, parse
+from services.lifecycle.deployments import (
+    RESTORE_ABOVE_MS,
+    Deployments,
+    StateInvalid,
+    checked_counts,
+    dump,
+    epoch_ahead,
+    parse,
+)
 from services.lifecycle.state import DeploymentStore, Stamp
 from services.lifecycle.state_db import (
     BUSY_TIMEOUT,
@@ -51,6 +60,9 @@ from services.lifecycle.state_rules import next_epoch
 BACKUP_READ = ("PRAGMA trusted_schema=OFF", "PRAGMA query_only=ON", "PRAGMA cell_size_check=ON")
 """How a backup file is opened (besides read-only): its schema's views, triggers and generated columns may call no
 function with side effects, nothing is written through the connection, and a damaged page is an error."""
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -85,14 +97,14 @@ def restore(store: DeploymentStore, source: Path, *, now_ms: int | None = None) 
     """Put the state of backup `source` into the store at a new restore epoch; returns it and what it replaced."""
     found, state = read_backup(source)
     stamp = Stamp(next_epoch(now_ms or _now_ms(), found.epoch, *_epochs_known(store)), found.revision)
-    checked_counts(*stamp, "the restored state's stamp would be invalid; nothing restored")
+    checked_counts(*stamp, "the restored state's stamp would be invalid; nothing restored", RESTORE_ABOVE_MS + 1)
     if store.path is not None:
         replaced = _restore_sqlite(store, store.path, stamp, dump(state))
         narrow(store.path)  # a store an older run left readable by others
     else:
         replaced = _restore_tables(store, stamp, dump(state))
-    restored = store.read()  # the restored state, now the newest this host saw
-    return Summary(stamp, len(restored.endpoints)), replaced
+    _remember(store)
+    return Summary(stamp, len(state.endpoints)), replaced
 
 
 def accept(store: DeploymentStore, *, now_ms: int | None = None) -> Summary:
@@ -114,10 +126,20 @@ def _accept(store: DeploymentStore, now_ms: int) -> Summary:
         checked_counts(row.epoch, row.revision, lead)
         state = parse(row.document, lead)
         epoch = next_epoch(now_ms, row.epoch, *_epochs_known(store))
-        checked_counts(epoch, row.revision, "the accepted state's stamp would be invalid; nothing accepted")
+        lead = "the accepted state's stamp would be invalid; nothing accepted"
+        checked_counts(epoch, row.revision, lead, RESTORE_ABOVE_MS + 1)
         conn.execute(DOCUMENT.update().where(DOCUMENT.c.id == 1).values(epoch=epoch))
-    store.read()
+    _remember(store)
     return Summary(Stamp(epoch, row.revision), len(state.endpoints))
+
+
+def _remember(store: DeploymentStore) -> None:
+    """Read the state just written, so that this host remembers it as the newest it saw; one whose epoch went above
+    another host's, minutes ahead of this clock, is taken by this host's readers once the clock has caught up."""
+    try:
+        store.read()
+    except StateInvalid as ahead:
+        log.warning("%s", ahead)
 
 
 def inspect_backup(source: Path) -> Summary:
@@ -241,7 +263,7 @@ def _epochs_known(store: DeploymentStore) -> list[int]:
     try:
         with store.engine.connect() as conn:
             live = conn.execute(DOCUMENT.select().with_only_columns(DOCUMENT.c.epoch)).scalar()
-        if type(live) is int and not epoch_ahead(live):  # one far ahead is invalid: the restore replaces it
+        if type(live) is int and not epoch_ahead(live, RESTORE_ABOVE_MS):  # one further ahead: replaced
             epochs.append(live)
     except exc.DBAPIError:  # a store that lost its state has no epoch to go above
         pass

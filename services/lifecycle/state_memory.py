@@ -14,7 +14,7 @@ from pathlib import Path
 
 from services.common.locked_file import LockedFile
 from services.common.private import write_private
-from services.lifecycle.deployments import epoch_ahead
+from services.lifecycle.deployments import LARGEST_COUNT, RESTORE_ABOVE_MS, epoch_ahead
 from services.lifecycle.state_rules import Stamp
 
 log = logging.getLogger(__name__)
@@ -93,8 +93,8 @@ def _read(path: Path) -> tuple[Stamp, str] | None:
     try:
         data = json.loads(path.read_text())
         stamp, document = Stamp(int(data["epoch"]), int(data["revision"])), str(data["state"])
-        if epoch_ahead(stamp.epoch):
-            raise ValueError(f"its epoch {stamp.epoch} is more than a day ahead of the clock")
+        if epoch_ahead(stamp.epoch, RESTORE_ABOVE_MS) or not 0 <= stamp.revision <= LARGEST_COUNT:
+            raise ValueError(f"its stamp {tuple(stamp)} is no restore epoch and revision this host could have read")
         return stamp, document
     except FileNotFoundError:
         return None

@@ -232,13 +232,17 @@ CLOCK_SKEW = 300.0
 def due_for_unload(item: EndpointState, now: float, drain_seconds: float) -> list[str]:
     """Draining versions, and versions a rollout rejected, out of traffic for `drain_seconds` at least, or since a
     time more than `CLOCK_SKEW` ahead of `now` (a clock set back, or a state written so: waiting for it could hold the
-    version for ever). A start a little ahead (another host's clock) drains its full time from then."""
+    version for ever), or a draining one without a start. A start a little ahead (another host's clock) drains its
+    full time from then."""
     return [
         v
         for v, record in item.versions.items()
-        if record.state in ("draining", REJECTED)
-        and record.drain_started is not None
-        and (now - record.drain_started >= drain_seconds or record.drain_started - now > CLOCK_SKEW)
+        if (record.state == "draining" and record.drain_started is None)  # no start to wait from: a written state
+        or (
+            record.state in ("draining", REJECTED)
+            and record.drain_started is not None
+            and (now - record.drain_started >= drain_seconds or record.drain_started - now > CLOCK_SKEW)
+        )
     ]
 
 

@@ -2,8 +2,8 @@
 
 Each worker memory-maps its files and writes every sample through the map: on a full disk, the first write to a page
 the filesystem cannot back kills the worker with SIGBUS, and every worker that replaces it dies the same way. So the
-files live on a memory filesystem apart from the run directory's disk: the user's own `$XDG_RUNTIME_DIR` where there
-is one (other users cannot fill it), else `/dev/shm`. The directory is made by `tempfile.mkdtemp` (0700, a name no one
+files live on a memory filesystem apart from the run directory's disk: the user's own `$XDG_RUNTIME_DIR` where it is
+one (other users cannot fill it), else `/dev/shm`. The directory is made by `tempfile.mkdtemp` (0700, a name no one
 can guess) at the service's first start, emptied at each restart and removed at the stop; it names its link in a
 file, `OWNER`, and is reused or removed only through that link. The service is given the link,
 `<run dir>/prometheus-<service>`. Without a memory filesystem that path is the directory itself, on the run
@@ -12,6 +12,7 @@ directory's disk."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -20,6 +21,8 @@ from pathlib import Path
 from services.common.private import private_dir, write_private
 
 SHARED_MEMORY = Path("/dev/shm")
+MEMORY_TYPES = ("tmpfs", "ramfs")
+"""Filesystems in memory: `$XDG_RUNTIME_DIR` is used only on one (it is on disk in some containers)."""
 PREFIX = "serving-metrics-"
 OWNER = ".link"
 """The file in a metrics directory holding the path of the link it belongs to."""
@@ -81,11 +84,30 @@ def memory_fs() -> Path | None:
     """The memory filesystem for the files: `$XDG_RUNTIME_DIR` where it is this user's private directory, else
     `/dev/shm` where it is writable, else None."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and _private_of_ours(Path(runtime)):
+    if runtime and _private_of_ours(Path(runtime)) and filesystem(Path(runtime)) in MEMORY_TYPES:
         return Path(runtime)
     if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK | os.X_OK):
         return SHARED_MEMORY
     return None
+
+
+def filesystem(path: Path) -> str | None:
+    """The type of the filesystem `path` is on (`/proc/self/mountinfo`: the longest mount point above it); None where
+    that cannot be read."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    resolved, found, longest = path.resolve(), None, -1
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest:
+            continue
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4]))  # \040: a space
+        if (point == resolved or point in resolved.parents) and len(point.parts) > longest:
+            found, longest = rest.split()[0], len(point.parts)
+    return found
 
 
 def _linked(link: Path) -> Path | None:

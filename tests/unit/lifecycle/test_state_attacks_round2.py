@@ -72,7 +72,7 @@ def test_an_epoch_far_ahead_of_the_clock_is_invalid_and_a_restore_recovers_from_
     backup(store, tmp_path / "b.db")
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE serving_deployment_state SET epoch = ?", (LARGEST_COUNT,))
-    with pytest.raises(StateInvalid, match="more than a day ahead"):
+    with pytest.raises(StateInvalid, match="more than 24 h ahead"):
         store.read()
     memory = path.with_name(path.name + ".last-good.json")
     memory.write_text(json.dumps({"epoch": LARGEST_COUNT, "revision": 9, "state": "{}"}))  # remembered before the fix
@@ -82,3 +82,37 @@ def test_an_epoch_far_ahead_of_the_clock_is_invalid_and_a_restore_recovers_from_
     assert list(again.read().endpoints) == ["emb"]
     store.close()
     again.close()
+
+
+def test_a_restore_goes_above_an_epoch_that_a_host_with_a_later_clock_took(tmp_path):
+    """Before: an epoch a day ahead by one host's clock was valid there and skipped by a restore on a host whose clock
+    was behind, whose lower epoch the first host then refused as older for a day."""
+    path = tmp_path / "state.db"
+    store = DeploymentStore.open(f"sqlite:///{path}")
+    store.update(lambda s: s.endpoints.setdefault("emb", EndpointState()))
+    backup(store, tmp_path / "b.db")
+    now = int(time.time() * 1000)
+    for ahead, restored in ((24 * 3600 * 1000 + 60_000, "above it"), (48 * 3600 * 1000, "at this host's time")):
+        taken = now + ahead  # a day and a minute: refused here, taken by a host whose clock is two minutes ahead
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE serving_deployment_state SET epoch = ?", (taken,))
+        with pytest.raises(StateInvalid, match="more than 24 h ahead"):
+            store.read()
+        summary, _ = restore(DeploymentStore.open(f"sqlite:///{path}"), tmp_path / "b.db")
+        if restored == "above it":
+            assert summary.stamp.epoch == taken + 1, "within minutes of skew: every host's readers take it soon"
+        else:
+            assert summary.stamp.epoch < now + 3_600_000, "two days ahead is no skew: the restore replaces it"
+    store.close()
+
+
+def test_a_change_at_the_last_revision_is_refused_not_written_out_of_bounds(tmp_path):
+    path = tmp_path / "state.db"
+    store = DeploymentStore.open(f"sqlite:///{path}")
+    store.update(lambda s: None)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE serving_deployment_state SET revision = ?", (LARGEST_COUNT,))
+    with pytest.raises(StateInvalid, match="no revision left"):
+        store.update(lambda s: s.endpoints.setdefault("emb", EndpointState()))
+    assert store.stamp().revision == LARGEST_COUNT
+    store.close()

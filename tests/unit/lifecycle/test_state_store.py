@@ -141,6 +141,14 @@ def test_a_report_from_far_ahead_or_holding_no_version_lists_is_left_out_and_sai
     assert len([r for r in caplog.records if "report is left out" in r.getMessage()]) == 2, "said once"
 
 
+def test_a_report_over_its_size_bound_is_left_out_unparsed(store, caplog):
+    """Before: a 60 MB report was parsed on every tick (2.6 s each)."""
+    store.report_replica("huge", {"emb": [str(n) for n in range(200_000)]}, now=100.0)
+    store.report_replica("good", {"emb": ["2"]}, now=100.0)
+    assert store.replicas(now=100.0, ttl=10.0) == {"good": {"emb": ["2"]}}
+    assert any("bytes, over 1048576" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.parametrize(
     ("url", "says"),
     [

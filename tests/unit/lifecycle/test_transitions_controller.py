@@ -138,6 +138,12 @@ def test_a_drain_started_later_than_now_is_over_rather_than_held_for_ever():
     assert transitions.due_for_unload(state.endpoints["emb"], now=103.5, drain_seconds=3) == ["1", "2", "3"]
 
 
+def test_a_draining_version_without_a_start_is_due_and_a_rejected_one_without_is_not():
+    """The project always writes a start with `draining`; a state written without one held the version for ever."""
+    state = deployments(("1", "draining"), ("2", "rejected"))
+    assert transitions.due_for_unload(state.endpoints["emb"], now=100.0, drain_seconds=3) == ["1"]
+
+
 def test_unloaded_versions_are_forgotten_when_drained_and_kept_when_rejected():
     state = deployments(("1", "draining"), ("2", "rejected"), ("3", "live"))
     state.endpoints["emb"].versions["2"].drain_started = 10.0

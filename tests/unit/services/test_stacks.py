@@ -1,6 +1,7 @@
 """What `serving up` starts for each STACK: process specs, checked without starting them."""
 
 import json
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -264,3 +265,17 @@ def test_a_stale_gateway_name_stops_serving_up_before_any_process_starts(options
         stack_processes(options)
     monkeypatch.delenv("GATEWAY_MAX_INFLIGHT")
     assert [spec.name for spec in stack_processes(options)] == ["triton", "gateway", "controller"]
+
+
+def test_the_users_runtime_directory_is_used_only_where_it_is_in_memory(tmp_path, monkeypatch, memory_fs):
+    """Some containers set XDG_RUNTIME_DIR to a directory on disk: there a full disk would kill the workers again."""
+    on_disk = tmp_path / "runtime"
+    on_disk.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(on_disk))
+    assert metrics_dir.memory_fs() == memory_fs
+    in_memory = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(in_memory))
+        assert metrics_dir.filesystem(in_memory) == "tmpfs" and metrics_dir.memory_fs() == in_memory
+    finally:
+        in_memory.rmdir()
