@@ -62,10 +62,21 @@ class JsonFormatter(logging.Formatter):
         super().__init__(*args, **kwargs)
         # The launcher names each process it starts (LOG_SERVICE), so merged logs say which process wrote a line.
         self.service = service or os.environ.get("LOG_SERVICE", "-")
+        self._second: tuple[int, str] = (-1, "")
+        """The last line's whole second and its text: lines of one second share it (one tuple: thread-safe)."""
+
+    def timestamp(self, record: logging.LogRecord) -> str:
+        """The line's time in UTC, ISO 8601 to the millisecond."""
+        second = int(record.created)
+        known, text = self._second
+        if known != second:
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, text)
+        return f"{text}.{int(record.msecs):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": self.timestamp(record),
             "service": self.service,
             "level": record.levelname,
             "logger": record.name,

@@ -3,6 +3,7 @@ import io
 import json
 import logging
 import os
+import time
 
 import pytest
 
@@ -132,3 +133,13 @@ def test_a_traceback_holding_a_client_s_text_and_a_long_message_are_cut(captured
     assert len(message) < 8100 and message.endswith(f"... ({whole} characters)")
     assert "Traceback" in entry["exc"] and last.startswith("KeyError: 'kkk") and last.endswith(" characters)")
     assert max(map(len, entry["exc"].splitlines())) < 1100
+
+
+def test_json_timestamps_are_utc_to_the_millisecond_across_seconds():
+    formatter = JsonFormatter(service="unit")
+    record = logging.LogRecord("x", logging.INFO, "f", 0, "m", None, None)
+    for created in (1_764_780_000.123, 1_764_780_000.999, 1_764_780_001.0, 1_764_780_001.5, 1_764_779_999.25):
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        expected = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(record.msecs):03d}Z"
+        assert json.loads(formatter.format(record))["ts"] == expected
+    assert formatter.timestamp(record) == "2025-12-03T16:39:59.250Z"
