@@ -62,10 +62,21 @@ class JsonFormatter(logging.Formatter):
         super().__init__(*args, **kwargs)
         # The launcher names each process it starts (LOG_SERVICE), so merged logs say which process wrote a line.
         self.service = service or os.environ.get("LOG_SERVICE", "-")
+        self._second: tuple[int, str] = (-1, "")
+        """The last line's whole second and its text: lines of one second share it (one tuple: thread-safe)."""
+
+    def timestamp(self, record: logging.LogRecord) -> str:
+        """The line's time in UTC, ISO 8601 to the millisecond."""
+        second = int(record.created)
+        known, text = self._second
+        if known != second:
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, text)
+        return f"{text}.{int(record.msecs):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": self.timestamp(record),
             "service": self.service,
             "level": record.levelname,
             "logger": record.name,
@@ -87,7 +98,17 @@ def set_serving_model(endpoint: str, version: str, run_id: str | None) -> contex
     return model_var.set((endpoint, version, run_id or "-"))
 
 
+def lean_records() -> None:
+    """Log records leave out what no line of this project shows: the caller's file, line and function (a walk up the
+    stack on every line), the thread's name and the multiprocessing process's name (the logging HOWTO's
+    "Optimization" section). The process id stays: plain lines show it."""
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logMultiprocessing = False
+
+
 def setup_logging(level: str = "INFO", json_lines: bool = False) -> None:
+    lean_records()
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(ContextFilter())
     handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter(PLAIN_FORMAT))

@@ -102,8 +102,8 @@ class TextTokenizer:
             whole, texts = texts, list(texts)
             for i in long:
                 texts[i] = texts[i][:cut_at]
-        # encode() for one text skips encode_batch's thread-pool hand-off
-        encodings = [self._tokenizer.encode(texts[0])] if len(texts) == 1 else self._tokenizer.encode_batch(texts)
+        # encode_batch_fast leaves out the offsets, which only the check of a cut text below reads
+        encodings = self._tokenizer.encode_batch(texts) if long else self._tokenizer.encode_batch_fast(texts)
         for i in long:
             encoding = encodings[i]
             if not encoding.overflowing or max(end for _, end in encoding.offsets) > cut_at - MARGIN:

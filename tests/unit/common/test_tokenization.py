@@ -2,6 +2,7 @@ import time
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
 
 from services.common.contract import TOKENIZER_FILE
 from services.common.errors import InvalidInput
@@ -71,6 +72,26 @@ def test_single_and_batched_encoding_agree(tokenizer):
         single = tokenizer.encode([text])
         n = single.token_counts[0]
         assert batched.input_ids[row, :n].tolist() == single.input_ids[0].tolist()
+
+
+@pytest.mark.parametrize("with_long", [False, True])
+def test_a_batch_gives_what_the_tokenizer_gives_each_text(tokenizer, model_dir, with_long):
+    """A batch without a long text skips the offsets (encode_batch_fast); one with a long text computes them. Either
+    way each row is the tokenizer's own encoding of its text, truncated at the model's length."""
+    reference = Tokenizer.from_file(str(model_dir / TOKENIZER_FILE))
+    reference.no_padding()
+    reference.enable_truncation(max_length=64)
+    texts = ["the cat", "a dog eats food", "hello " * 80, "", "中文 text"] + (long_texts(2000)[:2] if with_long else [])
+    batch = tokenizer.encode(texts)
+    for row, text in enumerate(texts):
+        expected = reference.encode(text)
+        n = len(expected.ids)
+        assert batch.token_counts[row] == n, text[:40]
+        assert batch.input_ids[row, :n].tolist() == expected.ids, text[:40]
+        assert batch.token_type_ids[row, :n].tolist() == expected.type_ids, text[:40]
+        assert batch.attention_mask[row].sum() == n, text[:40]
+        assert batch.truncated[row] == bool(expected.overflowing), text[:40]
+    assert batch.truncated[2], "80 words are over the 64 tokens the model reads"
 
 
 def long_texts(n: int) -> list[str]:

@@ -2,10 +2,21 @@ import contextvars
 import io
 import json
 import logging
+import os
+import time
 
 import pytest
 
-from observability.logging import ContextFilter, JsonFormatter, request_id_var, set_serving_model, trace_id_var
+from observability.logging import (
+    PLAIN_FORMAT,
+    ContextFilter,
+    JsonFormatter,
+    PlainFormatter,
+    lean_records,
+    request_id_var,
+    set_serving_model,
+    trace_id_var,
+)
 
 
 @pytest.fixture
@@ -33,6 +44,30 @@ def test_json_log_lines_carry_service_request_and_trace_ids(captured):
     (entry,) = lines()
     assert entry["msg"] == "served 3 texts" and entry["level"] == "WARNING" and entry["service"] == "unit"
     assert entry["request_id"] == "req-1" and entry["trace_id"] == "abc" and entry["endpoint"] == "minilm"
+
+
+def test_lean_records_skip_the_caller_and_keep_every_field_a_line_shows(captured, monkeypatch):
+    for name in ("_srcfile", "logThreads", "logMultiprocessing"):
+        monkeypatch.setattr(logging, name, getattr(logging, name))  # restored after the test
+    lean_records()
+    logger, lines = captured
+    plain = io.StringIO()
+    handler = logging.StreamHandler(plain)
+    handler.addFilter(ContextFilter())
+    handler.setFormatter(PlainFormatter(PLAIN_FORMAT))
+    logger.addHandler(handler)
+    token = request_id_var.set("req-2")
+    try:
+        logger.warning("POST %s -> %d", "/serve/minilm", 200, extra={"status": 200})
+    finally:
+        request_id_var.reset(token)
+        logger.removeHandler(handler)
+    (entry,) = lines()
+    assert entry["msg"] == "POST /serve/minilm -> 200" and entry["request_id"] == "req-2" and entry["status"] == 200
+    assert "funcName" not in entry and "threadName" not in entry
+    assert f"[{os.getpid()}] req=req-2 trace=- POST /serve/minilm -> 200" in plain.getvalue()
+    record = logger.makeRecord("x", logging.INFO, "(unknown file)", 0, "m", (), None)
+    assert record.threadName is None and record.processName is None, "not looked up any more"
 
 
 def test_log_lines_name_the_model_version_and_its_run_once_set(captured):
@@ -98,3 +133,13 @@ def test_a_traceback_holding_a_client_s_text_and_a_long_message_are_cut(captured
     assert len(message) < 8100 and message.endswith(f"... ({whole} characters)")
     assert "Traceback" in entry["exc"] and last.startswith("KeyError: 'kkk") and last.endswith(" characters)")
     assert max(map(len, entry["exc"].splitlines())) < 1100
+
+
+def test_json_timestamps_are_utc_to_the_millisecond_across_seconds():
+    formatter = JsonFormatter(service="unit")
+    record = logging.LogRecord("x", logging.INFO, "f", 0, "m", None, None)
+    for created in (1_764_780_000.123, 1_764_780_000.999, 1_764_780_001.0, 1_764_780_001.5, 1_764_779_999.25):
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        expected = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(record.msecs):03d}Z"
+        assert json.loads(formatter.format(record))["ts"] == expected
+    assert formatter.timestamp(record) == "2025-12-03T16:39:59.250Z"
