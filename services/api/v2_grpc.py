@@ -1,15 +1,16 @@
-"""Open Inference Protocol (KServe v2) over gRPC: `inference.GRPCInferenceService`, so `tritonclient.grpc` and
-KServe's gRPC clients call a server as they call Triton. The messages and the servicer base are the ones
-`tritonclient` ships (`tritonclient.grpc.service_pb2`, generated from the protocol's `grpc_service.proto`).
+"""Open Inference Protocol (KServe v2) over gRPC: `inference.GRPCInferenceService`, so `tritonclient.grpc` and KServe's
+gRPC clients call a server as they call Triton. The messages and the servicer base are the ones `tritonclient` ships
+(`tritonclient.grpc.service_pb2`, generated from the protocol's `grpc_service.proto`).
 
-A server runs it beside its HTTP routes, in each worker's own event loop, on the data plane the HTTP edge uses: the
-same model names (`catalog`), the same checks of the request (`v2_request`), the same prediction path and stage
-metrics (`DataPlane.infer`). The HTTP edge's steps are taken here for each call: the API key (gRPC metadata
-`authorization: Bearer <key>`), an in-flight slot (`Gate.enter`), the deadline (the caller's gRPC deadline or
-`request_timeout`, the shorter), and the access metrics under the method's path as route, with the HTTP status the
-outcome maps to as code. Errors carry the status code the HTTP status maps to (`STATUS`) and the same message; those
-that may be retried carry `retry-after` in the trailing metadata. Every worker binds the one port with SO_REUSEPORT:
-the kernel spreads connections over the workers, and a connection's calls all go to its worker
+A server runs it beside its HTTP routes, in each worker's own event loop, on the data plane the HTTP edge uses: the same
+model names (`catalog`), the same checks of the request (`v2_request`), the same prediction path and stage metrics
+(`DataPlane.infer`). The HTTP edge's steps are taken here for each call: the API key (gRPC metadata `authorization:
+Bearer <key>`), an in-flight slot (`Gate.enter`), the deadline (the caller's gRPC deadline or `request_timeout`, the
+shorter), the access metrics under the method's path as route, with the HTTP status the outcome maps to as code, and
+when tracing, a server span joined to the caller's `traceparent` metadata (the Triton call beneath it is its child).
+Errors carry the status code the HTTP status maps to (`STATUS`) and the same message, with the request id
+(`x-request-id`) in the trailing metadata and `retry-after` where retrying helps. Every worker binds the one port with
+SO_REUSEPORT: the kernel spreads connections over the workers, and a connection's calls all go to its worker
 (docs/decisions/grpc-edge.md). Methods the protocol has beyond live, ready, metadata and infer (streaming, model
 repository, shared memory) answer UNIMPLEMENTED."""
 
@@ -24,12 +25,15 @@ from typing import Any, TypeVar
 
 import grpc
 import numpy as np
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
 from observability import metrics
-from observability.logging import request_id_var
+from observability.logging import request_id_var, trace_id_var
 from observability.tally import TALLY
+from observability.tracing import extract_context, get_tracer, tracing_enabled
 from services.api.admission import Gate
 from services.api.auth import ApiKeys
 from services.api.dataplane import DataPlane, Prediction
@@ -79,6 +83,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         self.keys = keys
         self.timeout = timeout
         self.request_ids = _request_ids()
+        self.tracer = get_tracer(__name__)
 
     async def ServerLive(self, request: pb.ServerLiveRequest, context) -> pb.ServerLiveResponse:
         async def live() -> pb.ServerLiveResponse:
@@ -134,32 +139,62 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         return self.dataplane.catalog.model_for(name, version or None)
 
     async def _call(self, method: str, context, work: Callable[[], Awaitable[T]], inference: bool = False) -> T:
-        """`work` behind the edge's steps (key; for an inference, a slot and the deadline), its outcome in the
-        access metrics; a ServingError is answered with its status and message."""
+        """`work` behind the edge's steps, under its request id and, when tracing, a server span joined to the
+        caller's `traceparent` metadata; its outcome in the access metrics."""
         route = f"/{SERVICE}/{method}"
         token = request_id_var.set(next(self.request_ids))
         start = time.perf_counter()
-        code = 500
+        outcome = _Outcome()
+        try:
+            if not tracing_enabled():
+                return await self._answer(route, context, work, inference, outcome)
+            metadata = {key: value for key, value in context.invocation_metadata() if isinstance(value, str)}
+            with self.tracer.start_as_current_span(
+                route,
+                context=extract_context(metadata),
+                kind=SpanKind.SERVER,
+                attributes={"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": method},
+                record_exception=False,  # a refusal ends the handler with gRPC's abort exception: not an error here
+                set_status_on_exception=False,
+            ) as span:
+                trace_token = trace_id_var.set(format(span.get_span_context().trace_id, "032x"))
+                try:
+                    return await self._answer(route, context, work, inference, outcome)
+                finally:
+                    trace_id_var.reset(trace_token)
+                    span.set_attribute("rpc.grpc.status_code", outcome.grpc.value[0])
+                    if outcome.status >= 500:
+                        span.set_status(trace.Status(trace.StatusCode.ERROR))
+        finally:
+            TALLY.inc(metrics.child(metrics.REQUESTS, route, str(outcome.status)))
+            TALLY.observe(metrics.child(metrics.REQUEST_LATENCY, route), time.perf_counter() - start)
+            request_id_var.reset(token)
+
+    async def _answer(
+        self, route: str, context, work: Callable[[], Awaitable[T]], inference: bool, outcome: _Outcome
+    ) -> T:
+        """The key, then for an inference a slot and the deadline, then `work`; a ServingError is answered with its
+        status and message, the request id and (when retrying helps) `retry-after` in the trailing metadata."""
         try:
             if self.keys is not None and not self.keys.allowed(_headers(context)):
                 raise Unauthorized("send an API key as gRPC metadata 'authorization: Bearer <key>'")
             result = await (self._admitted(context, work) if inference else work())
-            code = 200
+            outcome.status, outcome.grpc = 200, grpc.StatusCode.OK
             return result
         except ServingError as error:
-            code = error.status_code
+            outcome.status = error.status_code
+            outcome.grpc = STATUS.get(error.status_code, grpc.StatusCode.INTERNAL)
             if error.status_code >= 500:
-                log.warning("%s -> %d: %s", route, code, error.message, extra={"status": code})
+                log.warning("%s -> %d: %s", route, error.status_code, error.message, extra={"status": outcome.status})
+            trailing = [("x-request-id", request_id_var.get())]
             if error.retry_after is not None:
-                context.set_trailing_metadata((("retry-after", str(max(1, round(error.retry_after)))),))
-            await context.abort(STATUS.get(error.status_code, grpc.StatusCode.INTERNAL), error.message)
+                trailing.append(("retry-after", str(max(1, round(error.retry_after)))))
+            context.set_trailing_metadata(tuple(trailing))
+            await context.abort(outcome.grpc, error.message)
+            raise  # abort raises; never reached
         except asyncio.CancelledError:
-            code = CLIENT_GONE
+            outcome.status, outcome.grpc = CLIENT_GONE, grpc.StatusCode.CANCELLED
             raise
-        finally:
-            TALLY.inc(metrics.child(metrics.REQUESTS, route, str(code)))
-            TALLY.observe(metrics.child(metrics.REQUEST_LATENCY, route), time.perf_counter() - start)
-            request_id_var.reset(token)
 
     async def _admitted(self, context, work: Callable[[], Awaitable[T]]) -> T:
         """`work` in an in-flight slot, under the shorter of the caller's deadline and the server's timeout."""
@@ -180,6 +215,16 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 deadline_var.reset(deadline)
         finally:
             self.gate.leave()
+
+
+class _Outcome:
+    """How a call ended: the HTTP status it maps to (the access metrics' code) and its gRPC status."""
+
+    __slots__ = ("status", "grpc")
+
+    def __init__(self):
+        self.status = 500
+        self.grpc = grpc.StatusCode.INTERNAL
 
 
 def _headers(context) -> list[tuple[bytes, bytes]]:

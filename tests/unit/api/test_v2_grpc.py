@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2 as pb
 
+from services.api import v2_grpc
 from services.api.admission import Gate
 from services.api.auth import ApiKeys
 from services.api.v2_grpc import InferenceService
@@ -76,14 +77,18 @@ def _call(service, request, context=None):
 
 
 @pytest.mark.parametrize("raw", [True, False])
-def test_texts_in_raw_contents_or_in_bytes_contents_reach_the_model_alike(service, raw):
+@pytest.mark.parametrize("traced", [False, True])
+def test_texts_in_raw_contents_or_in_bytes_contents_reach_the_model_alike(service, raw, traced, monkeypatch):
+    monkeypatch.setattr(v2_grpc, "tracing_enabled", lambda: traced)  # the span's path runs (recording nothing)
     response, context = _call(service, _request([b"hello world", b"a"], raw=raw))
     assert context.code is None, context.details
     rows = np.frombuffer(response.raw_output_contents[0], dtype=np.float32).reshape(list(response.outputs[0].shape))
     assert rows.shape == (2, 1) and rows[0, 0] > rows[1, 0]  # CountingBackend: each row its text's token count
 
 
-def test_a_tensor_without_texts_or_with_contents_for_other_inputs_is_invalid(service):
+@pytest.mark.parametrize("traced", [False, True])
+def test_a_tensor_without_texts_or_with_contents_for_other_inputs_is_invalid(service, traced, monkeypatch):
+    monkeypatch.setattr(v2_grpc, "tracing_enabled", lambda: traced)
     empty = _request([b"a"], raw=False)
     empty.inputs[0].contents.Clear()
     _, context = _call(service, empty)
@@ -99,7 +104,9 @@ def test_a_full_worker_refuses_with_resource_exhausted_and_retry_after(service):
         service.gate.enter()
     _, context = _call(service, _request([b"a"]))
     assert context.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "SERVING_MAX_INFLIGHT" in context.details
-    assert context.trailing == (("retry-after", "1"),) and service.dataplane.backend.calls == 0
+    trailing = dict(context.trailing)
+    assert trailing["retry-after"] == "1" and trailing["x-request-id"].startswith("grpc-")
+    assert service.dataplane.backend.calls == 0
     assert service.gate.inflight == service.gate.limit  # the refused call took no slot
 
 
@@ -109,7 +116,7 @@ def test_an_unavailable_backend_is_unavailable_and_a_late_answer_deadline_exceed
 
     monkeypatch.setattr(service.dataplane, "predict", down)
     _, context = _call(service, _request([b"a"]))
-    assert context.code == grpc.StatusCode.UNAVAILABLE and context.trailing == (("retry-after", "2"),)
+    assert context.code == grpc.StatusCode.UNAVAILABLE and dict(context.trailing)["retry-after"] == "2"
 
     async def slow(model, texts, truncate=None):
         await asyncio.sleep(5)
