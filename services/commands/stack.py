@@ -32,8 +32,9 @@ TRITON_METRICS_PORT = typer.Option(8002, help="Triton Prometheus metrics port.")
 TRITON_ADDRESS = typer.Option("127.0.0.1", help="Where Triton's ports bind (only the API port is public).")
 GRPC_PORT = typer.Option(
     None,
-    help="clearml: the gateway's Open Inference Protocol over gRPC (tritonclient.grpc); 0: none; default: the "
-    "gateway's GATEWAY_GRPC_PORT (8081).",
+    envvar="GATEWAY_GRPC_PORT",
+    help="clearml: the gateway's Open Inference Protocol over gRPC (tritonclient.grpc); 0: none; unset: 8081, the "
+    "gateway's default, not checked before the start.",
 )
 CONTROLLER_METRICS_PORT = typer.Option(
     9108, envvar="CONTROLLER_METRICS_PORT", help="clearml: the controller's /metrics port, on 127.0.0.1."

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 
 import grpc
@@ -14,8 +15,8 @@ from tritonclient.grpc import service_pb2 as pb
 from services.api import v2_grpc
 from services.api.admission import Gate
 from services.api.auth import ApiKeys
-from services.api.v2_grpc import InferenceService
-from services.common.errors import Unavailable
+from services.api.v2_grpc import InferenceService, start_grpc
+from services.common.errors import ConfigurationError, Unavailable
 from tests.unit.api.fakes import make_dataplane
 
 
@@ -139,3 +140,13 @@ def test_with_keys_every_method_needs_one_in_the_metadata(service):
     refused = Context([("authorization", "Bearer other")])
     assert asyncio.run(ready(refused)) is None and refused.code == grpc.StatusCode.UNAUTHENTICATED
     assert asyncio.run(ready(Context([("authorization", "Bearer k1")]))).ready
+
+
+def test_a_port_another_program_holds_stops_the_worker_naming_the_setting(tmp_path):
+    dataplane = make_dataplane(tmp_path, host="127.0.0.1")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(ConfigurationError, match=f"127.0.0.1:{port}.*set GATEWAY_GRPC_PORT to a free port"):
+            asyncio.run(start_grpc(dataplane, Gate(1), None, dataplane.settings, port, "GATEWAY_GRPC_PORT"))

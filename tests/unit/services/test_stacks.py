@@ -138,6 +138,9 @@ def test_the_stack_description_is_written_into_the_run_directory_and_read_back(o
     assert info["urls"]["triton_metrics"] == "http://127.0.0.1:9202/metrics" and "serve" not in info["urls"]
     write_stack_info(options)
     assert read_stack_info(options.run_dir)["urls"]["controller_metrics"] == "http://127.0.0.1:9108/metrics"
+    assert read_stack_info(options.run_dir)["urls"]["grpc"] == "127.0.0.1:8081"  # the gateway's default
+    write_stack_info(replace(options, grpc_port=0))
+    assert "grpc" not in read_stack_info(options.run_dir)["urls"]
 
 
 def test_tuning_reaches_only_the_process_it_belongs_to(options):
