@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import shutil
+import subprocess
 import time
 
 import numpy as np
@@ -16,7 +19,7 @@ from tritonclient.utils import InferenceServerException
 
 from services.modelbuild.export import VALIDATION_TEXTS
 from tests.support.models import reference_outputs as reference
-from tests.support.servers import start_gateway
+from tests.support.servers import start_gateway, worker_pids
 
 TEXTS = VALIDATION_TEXTS[:3]
 KEY = "grpc-test-key"
@@ -118,3 +121,13 @@ def test_grpc_calls_are_counted_with_the_http_ones(keyed_gateway):
                 break
             time.sleep(0.2)
     assert all(line in text for line in series), [line for line in text.splitlines() if "requests_total" in line]
+
+
+def test_every_worker_listens_on_the_grpc_port(keyed_gateway):
+    """SO_REUSEPORT: each of the gateway's two workers binds the port, and the kernel spreads connections over them."""
+    if shutil.which("ss") is None:
+        pytest.skip("needs ss (iproute2) to list the listening sockets")
+    port = keyed_gateway.grpc_address.rsplit(":", 1)[1]
+    listing = subprocess.run(["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True, check=True).stdout
+    listening = {int(pid) for pid in re.findall(r"pid=(\d+)", listing)}
+    assert listening == worker_pids(keyed_gateway.pid) and len(listening) == 2, listing
