@@ -17,7 +17,9 @@ repository, shared memory) answer UNIMPLEMENTED."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import os
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +39,7 @@ from observability.tracing import extract_context, get_tracer, tracing_enabled
 from services.api.admission import Gate
 from services.api.auth import ApiKeys
 from services.api.dataplane import DataPlane, Prediction
+from services.api.edge import REQUEST_ID
 from services.api.v2 import model_metadata_of, server_metadata_of
 from services.api.v2_request import Inference, inference, validated_request
 from services.common.backend import ServedModel
@@ -67,11 +70,18 @@ _PREFIX = struct.Struct("<I")
 
 
 def _request_ids():
-    prefix = f"grpc-{time.monotonic_ns() & 0xFFFFFF:06x}"
-    number = 0
-    while True:
-        number += 1
+    """Unique per process, told apart from the HTTP edge's by their prefix."""
+    prefix = f"grpc-{os.urandom(6).hex()}"
+    for number in itertools.count(1):
         yield f"{prefix}-{number:x}"
+
+
+def _request_id(context, ids) -> str:
+    """The caller's `x-request-id` metadata if short and safe (as on HTTP: `edge.REQUEST_ID`), else one of ours."""
+    for key, value in context.invocation_metadata():
+        if key == "x-request-id" and isinstance(value, str) and REQUEST_ID.fullmatch(value.encode()):
+            return value
+    return next(ids)
 
 
 class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
@@ -142,7 +152,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         """`work` behind the edge's steps, under its request id and, when tracing, a server span joined to the
         caller's `traceparent` metadata; its outcome in the access metrics."""
         route = f"/{SERVICE}/{method}"
-        token = request_id_var.set(next(self.request_ids))
+        token = request_id_var.set(_request_id(context, self.request_ids))
         start = time.perf_counter()
         outcome = _Outcome()
         try:

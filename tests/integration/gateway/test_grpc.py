@@ -101,6 +101,9 @@ def test_refusals_carry_the_grpc_status_and_the_http_edge_message(keyed_gateway)
     named = _refusal(lambda: client.infer("minilm", [_texts(["a"])], outputs=[wrong_output], headers=AUTH))
     assert named.status() == "StatusCode.INVALID_ARGUMENT" and "outputs.0.name" in named.message()
 
+    huge = _refusal(lambda: client.infer("minilm", [_texts(["a" * (2 << 20)])], headers=AUTH))  # > max_body_bytes
+    assert huge.status() == "StatusCode.RESOURCE_EXHAUSTED"
+
     keyless = _refusal(lambda: client.infer("minilm", [_texts(["a"])]))
     assert keyless.status() == "StatusCode.UNAUTHENTICATED" and "authorization: Bearer" in keyless.message()
     wrong_key = _refusal(lambda: client.is_server_ready(headers={"authorization": "Bearer other"}))

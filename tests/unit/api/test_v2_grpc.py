@@ -142,6 +142,14 @@ def test_with_keys_every_method_needs_one_in_the_metadata(service):
     assert asyncio.run(ready(Context([("authorization", "Bearer k1")]))).ready
 
 
+def test_the_callers_request_id_is_kept_when_safe_as_on_http(service):
+    for given, kept in (("trace-me-42", True), ("bad id\nwith a newline", False)):
+        empty = _request([b"a"], raw=False)
+        empty.inputs[0].contents.Clear()
+        _, context = _call(service, empty, Context([("x-request-id", given)]))
+        assert (dict(context.trailing)["x-request-id"] == given) is kept
+
+
 def test_a_port_another_program_holds_stops_the_worker_naming_the_setting(tmp_path):
     dataplane = make_dataplane(tmp_path, host="127.0.0.1")
     with socket.socket() as held:
