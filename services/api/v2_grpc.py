@@ -40,6 +40,7 @@ from services.api.admission import Gate
 from services.api.auth import ApiKeys
 from services.api.dataplane import DataPlane, Prediction
 from services.api.edge import REQUEST_ID
+from services.api.errors import UNHANDLED
 from services.api.v2 import model_metadata_of, server_metadata_of
 from services.api.v2_request import Inference, inference, validated_request
 from services.common.backend import ServedModel
@@ -204,6 +205,15 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             raise  # abort raises; never reached
         except asyncio.CancelledError:
             outcome.status, outcome.grpc = CLIENT_GONE, grpc.StatusCode.CANCELLED
+            raise
+        except Exception:  # noqa: BLE001 - answered INTERNAL, as HTTP's 500, its traceback in the log
+            request_id = request_id_var.get()
+            log.exception("unhandled error on %s", route, extra=UNHANDLED)
+            context.set_trailing_metadata((("x-request-id", request_id),))
+            await context.abort(
+                grpc.StatusCode.INTERNAL,
+                f"internal error; the server log has it under request id {request_id} (`serving logs --request-id`)",
+            )
             raise
 
     async def _admitted(self, context, work: Callable[[], Awaitable[T]]) -> T:

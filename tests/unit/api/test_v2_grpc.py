@@ -128,6 +128,17 @@ def test_an_unavailable_backend_is_unavailable_and_a_late_answer_deadline_exceed
     assert service.gate.inflight == 0
 
 
+def test_an_unexpected_error_is_internal_naming_the_request_id(service, monkeypatch):
+    async def broken(model, texts, truncate=None):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(service.dataplane, "predict", broken)
+    _, context = _call(service, _request([b"a"]))
+    request_id = dict(context.trailing)["x-request-id"]
+    assert context.code == grpc.StatusCode.INTERNAL and request_id in context.details
+    assert service.gate.inflight == 0
+
+
 def test_with_keys_every_method_needs_one_in_the_metadata(service):
     service.keys = ApiKeys([b"k1"], protect_metrics=False)
 
