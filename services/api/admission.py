@@ -76,6 +76,18 @@ class Gate:
             close=True,
         )
 
+    def enter(self) -> None:
+        """Take an in-flight slot for a request that arrived whole (a gRPC message); Overloaded (429) when full."""
+        if self.inflight >= self.limit:
+            raise Overloaded(self.busy.message, retry_after=self.retry_after)
+        self.inflight += 1
+        TALLY.inc(metrics.INFLIGHT)
+
+    def leave(self) -> None:
+        """Give back the slot `enter` took."""
+        self.inflight -= 1
+        TALLY.inc(metrics.INFLIGHT, -1.0)
+
     async def admit(self, app, scope, receive, send) -> None:
         """Run the inference request through `app` once admitted; refuse it (429, 503) or drop it (client gone)."""
         if self.reading >= self.reading_limit:

@@ -25,6 +25,7 @@ from services.api.errors import install_error_handlers
 from services.api.fastpath import ServeFastPath
 from services.api.lifetime import Lifetimes
 from services.api.protocol import LIMITS_KEY, HttpLimits
+from services.api.v2_grpc import STOP_GRACE, start_grpc
 from services.common.backend import EndpointResolver, InferenceBackend, NoConfiguredEndpoints, ServedModel
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest
 from services.common.settings import ApiSettings
@@ -77,10 +78,14 @@ def create_app(
     builtin_required: bool = True,
     routers: tuple[APIRouter, ...] = (),
     request_loggers: tuple[logging.Logger, ...] = (),
+    grpc_port: int = 0,
+    grpc_setting: str = "",
 ):
     """The ASGI app a server runs: the edge (request id, API keys, admission, the request's lifetime, access
     metrics: `services.api.edge`), the /serve fast path, then FastAPI. `request_loggers`: the stack's own loggers
-    whose error lines a request decides, limited as `REQUEST_LOGGERS` are."""
+    whose error lines a request decides, limited as `REQUEST_LOGGERS` are. `grpc_port`: where each worker also
+    serves the Open Inference Protocol over gRPC (`services.api.v2_grpc`), 0 for nowhere; `grpc_setting` names the
+    setting that chose it, for the error a port in use gets."""
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
     burst, interval = settings.error_log_burst, settings.error_log_interval
@@ -97,6 +102,10 @@ def create_app(
         extra={"completion_log_sample": share, "error_log_burst": burst, "error_log_interval": interval},
     )
 
+    keys = load_keys(settings)
+    api_keys = ApiKeys(keys, settings.protect_metrics) if keys else None
+    gate = Gate(settings.max_inflight, settings.max_reading)  # HTTP and gRPC requests share the worker's bounds
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict]:
         setup_tracing(service_name, enabled=obs.tracing, endpoint=obs.otlp_endpoint, sampling_ratio=obs.sampling_ratio)
@@ -110,11 +119,16 @@ def create_app(
         dataplane = DataPlane(settings, builtin, stack.backend, stack.endpoints)
         app.state.dataplane = dataplane
         await dataplane.warm_up()
+        grpc_server = None
+        if grpc_port:
+            grpc_server = await start_grpc(dataplane, gate, api_keys, settings, grpc_port, grpc_setting)
         flusher = asyncio.get_running_loop().create_task(flush_while())  # the metrics tally, while requests run
         try:
             # the lifespan state reaches every connection's protocol: the limits it enforces before any ASGI code runs
             yield {LIMITS_KEY: HttpLimits(settings.max_header_bytes, settings.read_timeout)}
         finally:
+            if grpc_server is not None:
+                await grpc_server.stop(STOP_GRACE)
             dataplane.ready = False
             flusher.cancel()
             TALLY.flush()
@@ -131,12 +145,11 @@ def create_app(
     for extra in routers:
         app.include_router(extra)
     install_error_handlers(app)
-    keys = load_keys(settings)
     return Edge(
         ServeFastPath(app),
         service_name,
-        Gate(settings.max_inflight, settings.max_reading),
+        gate,
         Lifetimes(settings.request_timeout),
-        ApiKeys(keys, settings.protect_metrics) if keys else None,
+        api_keys,
         settings.completion_log_sample,
     )

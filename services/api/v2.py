@@ -39,7 +39,8 @@ def _json(payload: dict, status: int = 200) -> Response:
     return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
 
 
-def _metadata(dataplane: DataPlane, model: ServedModel) -> dict:
+def model_metadata_of(dataplane: DataPlane, model: ServedModel) -> dict:
+    """The model's metadata, as both edges of the protocol (HTTP here, gRPC in `v2_grpc`) answer it."""
     output = model.manifest.output
     return {
         "name": model.endpoint,
@@ -51,15 +52,17 @@ def _metadata(dataplane: DataPlane, model: ServedModel) -> dict:
     }
 
 
+def server_metadata_of() -> dict:
+    return {
+        "name": "transformer-serving",
+        "version": package_version("transformer-serving"),
+        "extensions": ["binary_tensor_data"],
+    }
+
+
 @router.get("")
 async def server_metadata() -> Response:
-    return _json(
-        {
-            "name": "transformer-serving",
-            "version": package_version("transformer-serving"),
-            "extensions": ["binary_tensor_data"],
-        }
-    )
+    return _json(server_metadata_of())
 
 
 @router.get("/health/live")
@@ -77,7 +80,7 @@ async def ready(request: Request) -> Response:
 @router.get("/models/{model}", responses=OK | errors(401, 404, 422))
 @router.get("/models/{model}/versions/{version}", responses=OK | errors(401, 404, 422))
 async def model_metadata(request: Request, model: str = MODEL, version: str | None = None) -> Response:
-    return _json(_metadata(*_model(request, model, version)))
+    return _json(model_metadata_of(*_model(request, model, version)))
 
 
 @router.get("/models/{model}/ready", responses=OK | NOT_READY | errors(401, 404, 422))

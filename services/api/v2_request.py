@@ -38,7 +38,12 @@ def parse_inference(raw: bytes, header_length: str | None, output: str) -> Infer
     """The request in `raw` (a JSON header, and the binary tail when `header_length` is given) for a model whose
     one output is `output`: its texts, or InvalidInput / BadRequest naming what to fix."""
     header, blob = split_body(raw, header_length)
-    request = validated(header)
+    return inference(validated(header), blob, output)
+
+
+def inference(request: V2InferenceRequest, blob: bytes, output: str) -> Inference:
+    """The checked request's texts (from its JSON `data` or from `blob`, the binary tensor data) for a model whose one
+    output is `output`; InvalidInput naming what to fix. The gRPC edge (`services.api.v2_grpc`) calls it too."""
     for index, requested in enumerate(request.outputs or ()):
         if requested.name != output:
             field = f"outputs.{index}.name"
@@ -72,6 +77,12 @@ def validated(header: bytes) -> V2InferenceRequest:
         raise BadRequest(f"malformed JSON: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidInput(f"the inference request must be a JSON object, not {type(data).__name__}")
+    return validated_request(data)
+
+
+def validated_request(data: dict) -> V2InferenceRequest:
+    """`data` (the JSON header, or what a gRPC request holds in its shape) as a request, or InvalidInput naming
+    the field."""
     try:
         return V2InferenceRequest.model_validate(data)
     except ValidationError as exc:

@@ -30,6 +30,12 @@ TRITON_HTTP_PORT = typer.Option(8000, help="Triton HTTP (KServe v2) port.")
 TRITON_GRPC_PORT = typer.Option(8001, help="Triton gRPC port.")
 TRITON_METRICS_PORT = typer.Option(8002, help="Triton Prometheus metrics port.")
 TRITON_ADDRESS = typer.Option("127.0.0.1", help="Where Triton's ports bind (only the API port is public).")
+GRPC_PORT = typer.Option(
+    None,
+    envvar="GATEWAY_GRPC_PORT",
+    help="clearml: the gateway's Open Inference Protocol over gRPC (tritonclient.grpc); 0: none; unset: 8081, the "
+    "gateway's default, not checked before the start.",
+)
 CONTROLLER_METRICS_PORT = typer.Option(
     9108, envvar="CONTROLLER_METRICS_PORT", help="clearml: the controller's /metrics port, on 127.0.0.1."
 )
@@ -84,6 +90,7 @@ def up(
     triton_metrics_port: int = TRITON_METRICS_PORT,
     triton_address: str = TRITON_ADDRESS,
     controller_metrics_port: int = CONTROLLER_METRICS_PORT,
+    grpc_port: int | None = GRPC_PORT,
     padding: str = PADDING,
     triton_max_queue: int = TRITON_MAX_QUEUE,
     spin: bool = SPIN,
@@ -127,6 +134,7 @@ def up(
         trace_port=trace_port,
         triton_ports=TritonPorts(triton_http_port, triton_grpc_port, triton_metrics_port, triton_address),
         controller_metrics_port=controller_metrics_port,
+        grpc_port=grpc_port,
         log_json=detach if log_json is None else log_json,
         endpoint=endpoint,
         device=device,

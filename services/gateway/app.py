@@ -14,6 +14,7 @@ from services.api.app import StackParts
 from services.api.app import create_app as create_api
 from services.api.openapi import ADMIN_EXAMPLES, with_examples
 from services.common.contract import Manifest
+from services.common.settings_env import env_name
 from services.gateway import configured
 from services.gateway.admin import admin_router
 from services.gateway.backend import TritonBackend
@@ -96,6 +97,8 @@ def create_app(settings: GatewaySettings | None = None):
         builtin_required=False,
         routers=(with_examples(admin_router(settings, store), ADMIN_EXAMPLES),),
         request_loggers=(configured.log,),  # a failure of the user's code, with its traceback, per request
+        grpc_port=settings.grpc_port,
+        grpc_setting=env_name(GatewaySettings, "grpc_port"),
     )
 
 

@@ -38,6 +38,9 @@ class GatewaySettings(ApiSettings):
     `dns:///NAME:PORT` (every address NAME resolves to: a Kubernetes headless Service). With several replicas each
     worker connects to every one and spreads its calls as `triton_balance` says; a replica that goes away is left out
     within seconds and a call lost with it is sent once more (`services.triton.target`)."""
+    grpc_port: int = Field(8081, ge=0, le=65535, validation_alias="GATEWAY_GRPC_PORT")
+    """Port of the Open Inference Protocol over gRPC (`inference.GRPCInferenceService`, what `tritonclient.grpc`
+    calls; 8081 as KServe's), on `host` beside the HTTP port; every worker serves it (SO_REUSEPORT). 0: no gRPC."""
     triton_balance: Policy = Field(DEFAULT_POLICY, validation_alias="GATEWAY_TRITON_BALANCE")
     """How each worker spreads its calls over several Triton replicas. `least_work`: each call to the replica with
     the fewest sequences sent to it lately, weighted by how slow its calls have been (one 3x slower than the others

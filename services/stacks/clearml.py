@@ -50,9 +50,14 @@ def gateway_process(options: StackOptions) -> ProcessSpec:
     }
     if options.padding == "bucket":
         values["buckets"] = default_buckets(Manifest.load(options.model_dir).max_seq_length)
-    return http_service(
+    if options.grpc_port is not None:
+        values["grpc_port"] = options.grpc_port
+    spec = http_service(
         options, name="gateway", app="services.gateway.app:create_app()", settings=GatewaySettings, values=values
     )
+    if options.grpc_port:
+        spec.ports.append(options.grpc_port)
+    return spec
 
 
 def controller_process(options: StackOptions, lifecycle: Path) -> ProcessSpec:

@@ -8,13 +8,14 @@ from pathlib import Path
 
 from services.common.contract import Manifest
 from services.common.private import write_private
+from services.gateway.settings import GatewaySettings
 from services.launcher.records import STACK_INFO
 from services.stacks.options import StackOptions
 
 
 def stack_info(options: StackOptions) -> dict:
-    """The stack, workers and batching, the device, the model served, the URLs to call (the API's, Triton's and the
-    controller's metrics)."""
+    """The stack, workers and batching, the device, the model served, the URLs to call (the API's, the gateway's gRPC,
+    Triton's and the controller's metrics)."""
     manifest = Manifest.load(options.model_dir)
     api = f"http://127.0.0.1:{options.triton_ports.http if options.stack == 'triton' else options.port}"
     urls = {"api": api}
@@ -32,6 +33,11 @@ def stack_info(options: StackOptions) -> dict:
         urls["triton_grpc"] = f"127.0.0.1:{options.triton_ports.grpc}"
     if options.stack == "clearml":
         urls["controller_metrics"] = f"http://127.0.0.1:{options.controller_metrics_port}/metrics"
+        grpc_port = (
+            GatewaySettings.model_fields["grpc_port"].default if options.grpc_port is None else options.grpc_port
+        )
+        if grpc_port:
+            urls["grpc"] = f"127.0.0.1:{grpc_port}"  # the Open Inference Protocol over gRPC (tritonclient.grpc)
     return {
         "stack": options.stack,
         "workers": options.workers,

@@ -30,6 +30,10 @@ class StackOptions:
     triton_ports: TritonPorts = TritonPorts()
     controller_metrics_port: int = 9108
     """clearml: the controller's /metrics (`serving_registry_up`), what Prometheus' `controller` job scrapes."""
+    grpc_port: int | None = None
+    """clearml: the gateway's Open Inference Protocol over gRPC, claimed like the other ports; None: the gateway's
+    own setting decides (`GATEWAY_GRPC_PORT`, 8081) and the port is not claimed before the start: a stack started
+    with every other port free (the load tests') still starts beside one that holds it (docs/decisions/grpc-edge.md)."""
     padding: str = "ragged"
     endpoints_file: Path = Path("endpoints.json")
     endpoint: str | None = None

@@ -19,6 +19,8 @@ def port_option(options: StackOptions, process: str, port: int) -> str | None:
         return {ports.http: "--triton-http-port", ports.grpc: "--triton-grpc-port"}.get(
             port, "--triton-metrics-port" if port == ports.metrics else None
         )
+    if process == "gateway" and port == options.grpc_port:
+        return "GRPC_PORT" if options.via_make else "--grpc-port"
     if port != options.port:
         return None
     return "PORT" if options.via_make else "--port"

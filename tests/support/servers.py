@@ -20,6 +20,8 @@ class Server:
     url: str
     launcher: Launcher
     manifest: Manifest
+    grpc_address: str | None = None
+    """`HOST:PORT` of the Open Inference Protocol over gRPC (the gateway's)."""
 
     def client(self, **kwargs) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)
@@ -118,20 +120,23 @@ def remove_files(paths: list[Path]) -> None:
 def start_gateway(
     tmp_path: Path, model_dir: Path, triton: TritonServer, *, workers: int = 2, env: dict[str, str] | None = None
 ) -> Server:
-    """STACK=clearml's gateway (gunicorn + uvicorn workers) in front of a running Triton."""
+    """STACK=clearml's gateway (gunicorn + uvicorn workers) in front of a running Triton, its gRPC on a free port."""
+    grpc_port = free_port()
     settings = {
         "GATEWAY_TRITON_GRPC_URL": triton.grpc_url,
+        "GATEWAY_GRPC_PORT": str(grpc_port),
         "GATEWAY_ENDPOINTS_FILE": str(tmp_path / "endpoints.json"),
         "GATEWAY_ENDPOINTS_POLL_INTERVAL": "0.2",
         **(env or {}),
     }
-    return start_http_stack(
+    server = start_http_stack(
         tmp_path,
         model_dir,
         workers=workers,
         env=settings,
         app="services.gateway.app:create_app()",
     )
+    return replace(server, grpc_address=f"127.0.0.1:{settings['GATEWAY_GRPC_PORT']}")
 
 
 def start_gateway_alone(
@@ -143,7 +148,7 @@ def start_gateway_alone(
     its log rotates (default: `SERVING_LOG_*`)."""
     port = free_port()
     options = StackOptions(workers=1, host="127.0.0.1", port=port, model_dir=run / "none", run_dir=run)
-    settings = {"GATEWAY_TRITON_GRPC_URL": "127.0.0.1:1", **env}
+    settings = {"GATEWAY_TRITON_GRPC_URL": "127.0.0.1:1", "GATEWAY_GRPC_PORT": "0", **env}
     spec = http_service(options, name="api", app="services.gateway.app:create_app()", extra_env=settings)
     spec.ready_url = f"http://127.0.0.1:{port}/health/live"
     launcher = Launcher(run, log_files)

@@ -85,6 +85,19 @@ def test_the_controller_serves_its_metrics_on_a_port_the_stack_claims(options):
     assert claims[9300] == "--controller-metrics-port"
 
 
+def test_a_grpc_port_given_to_serving_up_reaches_the_gateway_and_is_claimed(options):
+    gateway = stack_processes(options)[1]
+    assert "GATEWAY_GRPC_PORT" not in gateway.env and gateway.ports == [options.port]  # the gateway's own default
+    moved = replace(options, grpc_port=9381)
+    specs = stack_processes(moved)
+    assert specs[1].env["GATEWAY_GRPC_PORT"] == "9381" and specs[1].ports == [options.port, 9381]
+    assert {claim.port: claim.option for claim in port_claims(moved, specs)}[9381] == "--grpc-port"
+    by_make = replace(moved, via_make=True)
+    assert {claim.port: claim.option for claim in port_claims(by_make, specs)}[9381] == "GRPC_PORT"
+    off = stack_processes(replace(options, grpc_port=0))[1]
+    assert off.env["GATEWAY_GRPC_PORT"] == "0" and off.ports == [options.port]
+
+
 def test_a_state_url_given_to_serving_up_reaches_the_gateway_and_the_controller(options):
     url = "postgresql+psycopg2://serving@127.0.0.5:5432/serving"
     _, gateway, controller = stack_processes(replace(options, state_url=url))
@@ -126,6 +139,9 @@ def test_the_stack_description_is_written_into_the_run_directory_and_read_back(o
     assert info["urls"]["triton_metrics"] == "http://127.0.0.1:9202/metrics" and "serve" not in info["urls"]
     write_stack_info(options)
     assert read_stack_info(options.run_dir)["urls"]["controller_metrics"] == "http://127.0.0.1:9108/metrics"
+    assert read_stack_info(options.run_dir)["urls"]["grpc"] == "127.0.0.1:8081"  # the gateway's default
+    write_stack_info(replace(options, grpc_port=0))
+    assert "grpc" not in read_stack_info(options.run_dir)["urls"]
 
 
 def test_tuning_reaches_only_the_process_it_belongs_to(options):
