@@ -218,6 +218,7 @@ def running_stack(
             triton_ports=TritonPorts(free_port(), free_port(), free_port()),
             controller_metrics_port=free_port(),
             endpoints_file=Path(run_dir) / "endpoints.json",
+            grpc_port=0,  # the load goes over HTTP; on 8081 it would share a user's stack's gRPC port (SO_REUSEPORT)
             log_json=True,
             traces=traces,
             trace_port=free_port(),

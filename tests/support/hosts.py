@@ -188,6 +188,7 @@ def gateway_spec(
         "MLFLOW_TRACKING_URI": tracking_uri,
         "GATEWAY_VERSIONS_DIR": str((host.run_dir / "versions").resolve()),
         "GATEWAY_VERSIONS_FROM_REGISTRY": "true",
+        "GATEWAY_GRPC_PORT": "0",  # HTTP only: every simulated host's gateway would share 8081 (SO_REUSEPORT)
         **FLEET_GATEWAY_ENV,
         **(env or {}),
     }

@@ -32,6 +32,7 @@ class Stack:
             triton_ports=ports,
             controller_metrics_port=free_port(),
             endpoints_file=run_dir / "endpoints.json",
+            grpc_port=0,  # HTTP only: tests running at once would share 8081 (SO_REUSEPORT)
         )
         self.launcher = Launcher(run_dir)
         self.specs = stack_processes(self.options)
