@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -52,8 +53,18 @@ def local_address(bind: str) -> str:
     return "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
 
 
+_HANDED_OUT: deque[int] = deque(maxlen=1024)
+"""The ports `free_port` gave lately: the kernel may hand out a port again as soon as its socket closes, and a caller
+asking for three ports in a row got the same one twice."""
+
+
 def free_port() -> int:
-    """A port the kernel has just handed out as free on loopback (for tests and throwaway processes)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port the kernel has just handed out as free on loopback, none of the last 1,024 this process was given (for
+    tests and throwaway processes)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.append(port)
+            return port

@@ -108,8 +108,9 @@ def serving_words(line: str) -> list[str] | None:
 
 
 OWN_TESTS = [["model", "optimize"]]
-"""Commands left to their own tests: `model optimize` takes minutes on a stack's registered version (its quality
-search) and is run as documented by tests/integration/optimize/test_optimize.py on the tiny model."""
+"""Commands left to their own tests, with the blocks that hold them: `model optimize` takes minutes on a stack's
+registered version (its quality search) and is run as documented by tests/integration/optimize/test_optimize.py on
+the tiny model."""
 
 
 def documented(doc: str) -> tuple[list[DocCommand], list[str]]:
@@ -119,11 +120,14 @@ def documented(doc: str) -> tuple[list[DocCommand], list[str]]:
     for block in blocks(path):
         if block.lang not in SHELL:
             continue
+        lines = logical_lines(block.code)
+        if any((words := serving_words(line)) is not None and words[:2] in OWN_TESTS for line in lines):
+            continue  # the block's other commands use what that one makes
         number = block.line + 1
-        for line in logical_lines(block.code):
+        for line in lines:
             if HEREDOC_FILE.match(line.strip()):
                 heredocs.append(line.strip())
-            elif (words := serving_words(line)) is not None and words[:2] not in OWN_TESTS:
+            elif (words := serving_words(line)) is not None:
                 commands.append(DocCommand(f"{doc}:{number}", words, inline=False))
             number += line.count("\n") + 1
     fenced = False
@@ -131,7 +135,8 @@ def documented(doc: str) -> tuple[list[DocCommand], list[str]]:
         if FENCE.match(line):
             fenced = not fenced
         elif not fenced:
-            commands += [DocCommand(f"{doc}:{number}", m[1].split(), inline=True) for m in INLINE.finditer(line)]
+            found = [DocCommand(f"{doc}:{number}", m[1].split(), inline=True) for m in INLINE.finditer(line)]
+            commands += [command for command in found if command.words[:2] not in OWN_TESTS]
     return sorted(commands, key=lambda c: int(c.where.rpartition(":")[2])), heredocs
 
 

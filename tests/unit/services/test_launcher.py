@@ -136,3 +136,28 @@ def test_a_record_that_cannot_be_written_is_said_and_the_start_goes_on(tmp_path,
     said = [r.getMessage() for r in caplog.records if "the record of api was not written" in r.getMessage()]
     assert len(said) == 2 and "No space left on device" in said[0]
     assert not list(tmp_path.glob(".*.tmp")), "no half-written record is left"
+
+
+def test_free_port_never_hands_out_a_port_twice_in_a_row(monkeypatch):
+    """Before: start_triton's three `free_port()` calls got the same port twice on a busy machine (the kernel reused
+    it once its socket closed), and Triton refused to start. The kernel's answers are replayed here."""
+    from services.launcher import spec
+
+    given = iter([41001, 41001, 41001, 41002])
+
+    class Socket:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def bind(self, address):
+            self.port = next(given)
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(spec.socket, "socket", Socket)
+    monkeypatch.setattr(spec, "_HANDED_OUT", spec.deque(maxlen=1024))
+    assert [spec.free_port(), spec.free_port()] == [41001, 41002]
