@@ -81,6 +81,8 @@ def backup(store: DeploymentStore, target: Path, *, overwrite: bool = False) -> 
     to keep) or whose state is invalid (`StateInvalid`)."""
     if target.exists() and not overwrite:
         raise ConfigurationError(f"{target} exists; pass --force to replace it, or name another file")
+    if not target.parent.is_dir():
+        raise ConfigurationError(f"{target.parent} is no directory; make it first, or name a file in one")
     stamp, state = store.current()
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     partial.unlink(missing_ok=True)

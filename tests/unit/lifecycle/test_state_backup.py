@@ -185,6 +185,8 @@ def test_the_commands_use_the_stacks_store_and_say_what_they_did(tmp_path, path,
     assert code == 0 and said.startswith("backed up revision 3 (3 endpoints) of sqlite:///") and "b.db" in said
     code, said = serving("state", "backup", str(tmp_path / "b.db"), env=env)
     assert code == 2 and "exists; pass --force" in said
+    code, said = serving("state", "backup", str(tmp_path / "missing" / "b.db"), env=env)
+    assert code == 2 and "missing is no directory; make it first" in said, said
     path.write_bytes(b"")
     code, said = serving("state", "backup", str(tmp_path / "c.db"), env=env)
     assert code == 2 and "the store's file is empty (0 bytes)" in said and not (tmp_path / "c.db").exists()
