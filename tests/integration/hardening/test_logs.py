@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from services.launcher import LogFileSettings
+from tests.support.disks import fill
 from tests.support.servers import start_gateway_alone
 
 ANSWER = "class Preprocess:\n    def process(self, data, state, collect=None):\n        return {'answer': 1}\n"
@@ -151,17 +152,6 @@ def test_user_code_failing_on_a_client_s_text_writes_its_burst_of_tracebacks(gat
     failed = [line for line in log_lines(gateway.logs) if "process of endpoint 'fails' failed" in line]
     print(f"\n100 failures of user code: {len(failed)} lines of up to {max(map(len, failed))} bytes, bodies {bodies}")
     assert len(failed) <= BURST and max(map(len, failed)) < 5000 and max(bodies) < 1000
-
-
-def fill(junk: Path) -> str:
-    """The disk under `junk` filled to its last byte; the error that said it was full."""
-    try:
-        with open(junk, "ab") as filling:
-            while True:
-                filling.write(b"j" * 4096)
-                filling.flush()
-    except OSError as full:
-        return full.strerror
 
 
 def test_a_full_disk_under_the_logs_stops_no_request_and_is_said_once(gateway):
