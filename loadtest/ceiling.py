@@ -22,15 +22,18 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def raw_onnxruntime(
-    model_dir: Path, texts: list[str], seconds: float, batches=BATCHES, model: OnnxModel | SimDevice | None = None
+    model_dir: Path,
+    texts: list[str],
+    seconds: float,
+    batches: tuple[int, ...] = BATCHES,
+    model: OnnxModel | SimDevice | None = None,
 ) -> dict[int, tuple[float, float]]:
     """(sequences per second, microseconds of CPU per sequence) at each batch size, tokenization included as a
     server would do it; CPU is every thread of this process, ONNX Runtime's included. `model`: another model with
     `OnnxModel.run`'s contract (the simulated device)."""
     manifest = Manifest.load(model_dir)
     # Not spinning: spinning threads count as CPU, and with anything else on the cores they cost the model itself
-    # time (measured beside a test run: real model at batch 16, 5920 us of CPU a sequence spinning, 3740 not; the
-    # tiny model 290 against 119); Triton's encoder does not spin by default either.
+    # time (docs/decisions/measured-defaults.md); Triton's encoder does not spin by default either.
     model = model or OnnxModel(model_dir, manifest, threads=default_threads(), spin=False)
     tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length)
     found = {}
@@ -45,7 +48,9 @@ def raw_onnxruntime(
     return found
 
 
-def _run_for(model, tokenizer, names: list[str], chunks: list[list[str]], limit: float) -> tuple[int, float, float]:
+def _run_for(
+    model: OnnxModel | SimDevice, tokenizer: TextTokenizer, names: list[str], chunks: list[list[str]], limit: float
+) -> tuple[int, float, float]:
     """Tokenize and run `chunks` in turn for `limit` seconds: (sequences, wall seconds, CPU seconds)."""
     done, i, cpu, start = 0, 0, time.process_time(), time.perf_counter()
     while time.perf_counter() - start < limit:
@@ -70,7 +75,7 @@ def ceiling(
         model = SimDevice(Manifest.load(model_dir), fixed_us=sim_fixed_us, per_token_us=sim_per_token_us)
     measured = raw_onnxruntime(model_dir, texts, seconds, model=model)
     rates = {batch: rate for batch, (rate, _) in measured.items()}
-    best = max(rates, key=rates.get)
+    best = max(rates, key=lambda batch: rates[batch])
     found = {
         "rate": rates[best],
         "batch": best,

@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -146,7 +146,7 @@ def breakdown(stack: str, model_dir: Path, rate: float, seconds: float, py_spy: 
             spy.wait(timeout=py_spy + 30)
     summary = summarize(results)
     ok = sum(1 for r in results if 200 <= r.code < 400)
-    groups: Counter = Counter()
+    groups: defaultdict[str, float] = defaultdict(float)
     for key, (kind, cpu) in after.items():
         groups[kind] += cpu - before.get(key, (kind, 0.0))[1]
     per_request = {kind: cpu / ok * 1e6 for kind, cpu in sorted(groups.items(), key=lambda kv: -kv[1]) if cpu > 0}

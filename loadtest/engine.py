@@ -1,6 +1,13 @@
 """The built-in attack engine: open loop (a constant rate, Vegeta-style) or closed loop (fixed concurrency,
 Apache Bench `-c`), over aiohttp, in one or several processes.
 
+A gRPC target (`grpc://HOST:PORT/SERVICE/METHOD`, `loadtest.targets.grpc_target`) is sent as one unary call over a
+`grpc.aio` channel each process opens once per address and shares between all its calls (one HTTP/2 connection: a
+server whose workers share a port with SO_REUSEPORT gives all of one process's calls to one worker). Its body goes
+out as it is (no serializer) and its answer's status is recorded as the HTTP status it stands for (`GRPC_HTTP_CODES`),
+so every report reads gRPC results as it reads HTTP ones. gRPC calls carry no trace context: with tracing, they get no
+client span.
+
 Open loop: request i is due at start + i/rate whatever the server does; its latency is measured from that due time,
 so a server that stalls cannot hide the queue it causes (no coordinated omission). When the generator itself falls
 behind its schedule its stats show by how much (`AttackStats.max_lag`), and `loadtest.spec.warnings_for` says so aloud.
@@ -19,15 +26,67 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
 import aiohttp
+import grpc
 import uvloop
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import Span, StatusCode
 
 from loadtest.results import Result
-from loadtest.spec import AttackSpec, AttackStats  # callers build their attacks as engine.AttackSpec(...)
-from loadtest.targets import Target
+from loadtest.spec import AttackSpec as AttackSpec  # re-exported: callers build attacks as engine.AttackSpec(...)
+from loadtest.spec import AttackStats as AttackStats  # re-exported with it
+from loadtest.targets import Target, grpc_address
 from loadtest.tracing import ClientTracing, flush
 
 Callback = Callable[[Result], None]
+
+GRPC_HTTP_CODES = {
+    grpc.StatusCode.OK: 200,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+"""The HTTP status a gRPC call's status is recorded as; any other is 500."""
+
+
+def http_code(status: grpc.StatusCode) -> int:
+    return GRPC_HTTP_CODES.get(status, 500)
+
+
+class GrpcChannels:
+    """The process's `grpc.aio` channels, one per address, opened on first use; calls time out after `timeout`."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._methods: dict[str, grpc.aio.UnaryUnaryMultiCallable] = {}
+
+    def method(self, url: str) -> grpc.aio.UnaryUnaryMultiCallable:
+        """The raw-bytes unary call of a target's URL (its request already serialized, its answer left as bytes)."""
+        if url not in self._methods:
+            address, path = grpc_address(url)
+            if address not in self._channels:
+                self._channels[address] = grpc.aio.insecure_channel(address)
+            self._methods[url] = self._channels[address].unary_unary(path)
+        return self._methods[url]
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+
+
+async def _call_grpc(channels: GrpcChannels, target: Target) -> tuple[int, int, str, str | None]:
+    """(HTTP-like code, bytes received, error, Retry-After) of one gRPC call."""
+    metadata = tuple((k.lower(), v) for k, v in target.headers.items()) or None
+    try:
+        answer = await channels.method(target.url)(target.body, timeout=channels.timeout, metadata=metadata)
+        return 200, len(answer), "", None
+    except grpc.aio.AioRpcError as exc:
+        code = http_code(exc.code())
+        retry_after = None
+        if code in (429, 503):
+            retry_after = next((str(v) for k, v in exc.trailing_metadata() or () if k == "retry-after"), None)
+        return code, 0, f"{code} {exc.code().name}: {exc.details()}", retry_after
 
 
 async def _fire(
@@ -38,12 +97,18 @@ async def _fire(
     due_mono: float,
     name: str,
     tracing: ClientTracing | None = None,
+    channels: GrpcChannels | None = None,
 ) -> Result:
     origin = min(due_mono, time.monotonic())  # early when the loop's timer fired early: never after the send
     began = due_wall - (due_mono - origin)
     code, size, error, retry_after = 0, 0, "", None
     headers = target.headers
     span = None
+    if target.url.startswith("grpc://"):
+        if channels is None:
+            raise ValueError(f"{target.url}: a gRPC target needs the process's channels")
+        code, size, error, retry_after = await _call_grpc(channels, target)
+        return _result(target, seq, began, int((time.monotonic() - origin) * 1e9), code, size, error, name, retry_after)
     if tracing is not None:
         extra, span = tracing.start(target.method, target.url, int(began * 1e9))
         headers = {**headers, **extra} if extra else headers
@@ -62,6 +127,20 @@ async def _fire(
     latency = int((time.monotonic() - origin) * 1e9)
     if span is not None:
         _end_span(span, code, error, int(began * 1e9) + latency)
+    return _result(target, seq, began, latency, code, size, error, name, retry_after)
+
+
+def _result(
+    target: Target,
+    seq: int,
+    began: float,
+    latency: int,
+    code: int,
+    size: int,
+    error: str,
+    name: str,
+    retry_after: str | None,
+) -> Result:
     return Result(
         seq=seq,
         timestamp=began,
@@ -77,7 +156,7 @@ async def _fire(
     )
 
 
-def _end_span(span, code: int, error: str, end_ns: int) -> None:
+def _end_span(span: Span, code: int, error: str, end_ns: int) -> None:
     """The client span's outcome, so `serving analyze` can count the requests that failed or timed out (their server
     spans may never arrive) instead of silently leaving them out."""
     span.set_attribute("http.response.status_code", code)
@@ -122,6 +201,12 @@ async def open_loop(
     start_wall = start_wall or time.time() + 0.05
     start_mono = time.monotonic() + (start_wall - time.time())
     pending: set[asyncio.Task] = set()
+    channels = GrpcChannels(spec.timeout)
+
+    def done(task: asyncio.Task) -> None:
+        pending.discard(task)
+        on_result(task.result())
+
     async with _session(spec, spec.max_inflight) as session:
         index = offset
         while total is None or index < total:
@@ -137,8 +222,10 @@ async def open_loop(
                 on_result(_dropped(index, due_wall, spec.name))
             else:
                 target = spec.targets[index % len(spec.targets)]
-                task = asyncio.create_task(_fire(session, target, index, due_wall, due_mono, spec.name, spec.tracing))
-                task.add_done_callback(lambda t: (pending.discard(t), on_result(t.result())))
+                task = asyncio.create_task(
+                    _fire(session, target, index, due_wall, due_mono, spec.name, spec.tracing, channels)
+                )
+                task.add_done_callback(done)
                 pending.add(task)
             stats.sent += 1
             stats.first_send = stats.first_send or now
@@ -146,6 +233,7 @@ async def open_loop(
             index += stride
         if pending:
             await asyncio.wait(pending)
+    await channels.close()
     stats.cpu_seconds = time.process_time() - cpu_start
     stats.wall_seconds = time.monotonic() - wall_start
     return stats
@@ -157,6 +245,7 @@ async def closed_loop(spec: AttackSpec, on_result: Callback) -> AttackStats:
     cpu_start, wall_start = time.process_time(), time.monotonic()
     deadline = wall_start + spec.duration if spec.duration else float("inf")
     counter = iter(range(spec.requests if spec.requests is not None else 1 << 62))
+    channels = GrpcChannels(spec.timeout)
 
     async with _session(spec, spec.concurrency) as session:
 
@@ -169,9 +258,10 @@ async def closed_loop(spec: AttackSpec, on_result: Callback) -> AttackStats:
                 stats.first_send = stats.first_send or now
                 stats.last_send = now
                 target = spec.targets[seq % len(spec.targets)]
-                on_result(await _fire(session, target, seq, time.time(), now, spec.name, spec.tracing))
+                on_result(await _fire(session, target, seq, time.time(), now, spec.name, spec.tracing, channels))
 
         await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+    await channels.close()
     stats.cpu_seconds = time.process_time() - cpu_start
     stats.wall_seconds = time.monotonic() - wall_start
     return stats

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from loadtest.results import Result
@@ -25,29 +26,45 @@ def require(binary: str, hint: str) -> str:
 
 
 def check(engine: str, spec: AttackSpec) -> str | None:
-    """Refuse an attack the engine cannot run, before anything starts; returns the engine's binary (or None)."""
+    """Refuse an attack the engine cannot run, before anything starts; returns the engine's binary (None for the
+    built-in engine)."""
     if engine == "ab":
-        if spec.rate is not None:
-            raise ConfigurationError(
-                "--engine ab runs a closed loop: drop --rate and give --concurrency and --requests"
-            )
-        if spec.requests is None:
-            raise ConfigurationError("--engine ab needs --requests N (ab -n): how many requests to send")
-        return require("ab", "install Apache Bench (Debian: apt-get install apache2-utils)")
+        return ab_binary(spec)
     if engine == "vegeta":
-        if spec.rate is None:
-            raise ConfigurationError("--engine vegeta runs an open loop: give --rate")
-        return require("vegeta", "install it from its releases page, or use the built-in engine (--engine builtin)")
+        return vegeta_binary(spec)
     return None
 
 
-def ab_attack(spec: AttackSpec, on_result) -> AttackStats:
+def _http_only(engine: str, spec: AttackSpec) -> None:
+    if any(t.url.startswith("grpc://") for t in spec.targets):
+        raise ConfigurationError(f"--engine {engine} speaks HTTP only: attack gRPC targets with --engine builtin")
+
+
+def ab_binary(spec: AttackSpec) -> str:
+    """Apache Bench's binary, once the attack is one it can run."""
+    _http_only("ab", spec)
+    if spec.rate is not None:
+        raise ConfigurationError("--engine ab runs a closed loop: drop --rate and give --concurrency and --requests")
+    if spec.requests is None:
+        raise ConfigurationError("--engine ab needs --requests N (ab -n): how many requests to send")
+    return require("ab", "install Apache Bench (Debian: apt-get install apache2-utils)")
+
+
+def vegeta_binary(spec: AttackSpec) -> str:
+    """Vegeta's binary, once the attack is one it can run."""
+    _http_only("vegeta", spec)
+    if spec.rate is None:
+        raise ConfigurationError("--engine vegeta runs an open loop: give --rate")
+    return require("vegeta", "install it from its releases page, or use the built-in engine (--engine builtin)")
+
+
+def ab_attack(spec: AttackSpec, on_result: Callable[[Result], None]) -> AttackStats:
     """Closed loop with `ab -l -c concurrency -n requests` on the first target; per-request times from `ab -g`.
 
     `-l` accepts responses of varying length, as the original study ran it: without it ab counts every response
     whose length differs from the first one's as failed, and embeddings serialised as JSON vary in length (2.35%
     "success" on the FastAPI stack)."""
-    binary = check("ab", spec)
+    binary = ab_binary(spec)
     target = spec.targets[0]
     with tempfile.TemporaryDirectory() as tmp:
         body, gnuplot = Path(tmp) / "body", Path(tmp) / "times.tsv"
@@ -107,9 +124,9 @@ def _ab_field(text: str, name: str) -> int:
     return 0
 
 
-def vegeta_attack(spec: AttackSpec, on_result) -> AttackStats:
+def vegeta_attack(spec: AttackSpec, on_result: Callable[[Result], None]) -> AttackStats:
     """`vegeta attack -format=json -rate=R | vegeta encode --to json`, read back as results."""
-    binary = check("vegeta", spec)
+    binary = vegeta_binary(spec)
     with tempfile.TemporaryDirectory() as tmp:
         targets = Path(tmp) / "targets.json"
         write_vegeta_targets(spec.targets, targets)

@@ -3,19 +3,25 @@ and latency percentiles versus offered load (hockey-stick curves)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+if TYPE_CHECKING:
+    from loadtest.matrix.measure import Measurement
+    from loadtest.matrix.summary import Summary
+
 COLORS = {"fastapi": "#4C72B0", "triton": "#DD8452", "clearml": "#55A868", "minimal": "#8172B3"}
 OTHER = "#999999"
 
 
 def throughput_chart(
-    saturated,
+    saturated: Sequence[Summary],
     ceiling: float,
     path: Path,
     ceiling_label: str = "raw ONNX Runtime ceiling",
@@ -47,11 +53,11 @@ def throughput_chart(
     plt.close(fig)
 
 
-def latency_chart(load, path: Path) -> None:
+def latency_chart(load: Sequence[Measurement], path: Path) -> None:
     labels = sorted({m.label for m in load})
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=False)
     for label in labels:
-        points = sorted((m for m in load if m.label == label), key=lambda m: m.offered_rate)
+        points = sorted((m for m in load if m.label == label), key=lambda m: m.offered_rate or 0.0)
         stack = points[0].stack
         style = "-" if points[0].batching or stack == "fastapi" else ":"
         for ax, attr in zip(axes, ("p50_ms", "p99_ms"), strict=True):

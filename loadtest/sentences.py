@@ -36,7 +36,9 @@ def long(count: int, seed: int = 0) -> list[str]:
 MIXES = {"short": short, "mixed": mixed, "long": long}
 
 
-def token_histogram(texts: list[str], tokenizer_file: Path, edges=(8, 16, 24, 32, 48, 64, 96, 128, 256)) -> dict:
+def token_histogram(
+    texts: list[str], tokenizer_file: Path, edges: tuple[int, ...] = (8, 16, 24, 32, 48, 64, 96, 128, 256)
+) -> dict:
     """How many texts fall in each token-length bin (upper edges), with the tokenizer the model serves with."""
     from tokenizers import Tokenizer
 

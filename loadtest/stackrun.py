@@ -104,6 +104,8 @@ class RunningStack:
     options: StackOptions
     launcher: Launcher | None
     """What started the processes here; None for a stack another command started (`loadtest.ab.stack`)."""
+    protocol: str = "http"
+    """How `targets` reach the stack: http, or grpc (the gateway's Open Inference Protocol, on `options.grpc_port`)."""
 
     @property
     def base_url(self) -> str:
@@ -119,7 +121,8 @@ class RunningStack:
 
         endpoint = self.options.endpoint or Manifest.load(self.options.model_dir).endpoint_name
         texts = MIXES[mix](max(count, 50 * per_request))
-        return build_targets(self.base_url, self.request_format, texts, per_request, endpoint=endpoint)
+        base = f"grpc://127.0.0.1:{self.options.grpc_port}" if self.protocol == "grpc" else self.base_url
+        return build_targets(base, self.request_format, texts, per_request, endpoint=endpoint)
 
     @property
     def trace_store(self) -> Path:
@@ -127,10 +130,14 @@ class RunningStack:
 
     @property
     def request_format(self) -> str:
+        if self.protocol == "grpc":
+            return "grpc"
         return "kserve" if self.options.stack in DIRECT_TRITON else "serve"
 
     def groups(self) -> dict[str, int]:
         """The stack's process groups by process name (gateway, triton, ...)."""
+        if self.launcher is None:  # a stack another command started reads them elsewhere (`RecordedStack`)
+            raise NotImplementedError("a stack started elsewhere names its process groups itself")
         return {spec.name: proc.pid for spec, proc in self.launcher.procs}
 
     def cpu_seconds(self) -> tuple[float, float]:
@@ -200,11 +207,17 @@ def running_stack(
     device: str = "cpu",
     sim_fixed_us: float = DEFAULT_FIXED_US,
     sim_per_token_us: float = DEFAULT_PER_TOKEN_US,
+    protocol: str = "http",
 ) -> Iterator[RunningStack]:
     """The stack on free ports in a temporary run directory, its encoder on `device` (cpu, or the simulated
     accelerator: sim), every process ready and settled (`RunningStack.settle`, within `timeout` too); with `traces`,
     its own trace receiver too, tracing only what the load generator samples (ratio 0 for requests without a
-    context)."""
+    context). With `protocol` grpc (STACK=clearml only) the gateway serves gRPC on a free port too, and the stack's
+    `targets` go there."""
+    if protocol not in ("http", "grpc"):
+        raise ValueError(f"protocol must be http or grpc, not '{protocol}'")
+    if protocol == "grpc" and stack != "clearml":
+        raise ValueError(f"protocol grpc is for stack clearml only (the gateway's gRPC edge), not stack '{stack}'")
     with tempfile.TemporaryDirectory() as run_dir:
         options = StackOptions(
             stack=stack,
@@ -218,7 +231,8 @@ def running_stack(
             triton_ports=TritonPorts(free_port(), free_port(), free_port()),
             controller_metrics_port=free_port(),
             endpoints_file=Path(run_dir) / "endpoints.json",
-            grpc_port=0,  # the load goes over HTTP; on 8081 it would share a user's stack's gRPC port (SO_REUSEPORT)
+            # over HTTP none: on 8081 it would share a user's stack's gRPC port (SO_REUSEPORT)
+            grpc_port=free_port() if protocol == "grpc" else 0,
             log_json=True,
             traces=traces,
             trace_port=free_port(),
@@ -233,7 +247,7 @@ def running_stack(
             specs = minimal_processes(options) if stack == "minimal" else stack_processes(options)
             for spec in specs:
                 launcher.start_ready(spec, detach=True, timeout=timeout)
-            running = RunningStack(options, launcher)
+            running = RunningStack(options, launcher, protocol)
             running.settle(timeout)
             yield running
         finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
@@ -44,11 +45,25 @@ def flush() -> None:
         provider.force_flush()
 
 
-def local_receiver(url: str = "http://127.0.0.1:4318") -> str | None:
-    """The stack's own receiver (`make up TRACES=1`), when one answers."""
+DEFAULT_RECEIVER = "http://127.0.0.1:4318/v1/traces"
+"""The stack's own receiver on its default port (`make up TRACES=1`)."""
+
+
+def local_receiver(run_dir: Path | None = None) -> str | None:
+    """Where the stack `serving up` started in the run directory (SERVING_RUN_DIR) collects its spans, when it does
+    and its receiver answers: never another run's receiver. With no stack recorded there, the default receiver when
+    one answers."""
+    from services.common.settings import RunSettings
+    from services.launcher.records import read_stack_info
+
+    run_dir = RunSettings().run_dir if run_dir is None else run_dir
+    info = read_stack_info(run_dir)
+    url = info.get("urls", {}).get("traces") if info else DEFAULT_RECEIVER
+    if not url:
+        return None
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=0.5) as response:
-            return f"{url}/v1/traces" if response.status == 200 else None
+        with urllib.request.urlopen(url.removesuffix("/v1/traces") + "/health", timeout=0.5) as response:
+            return url if response.status == 200 else None
     except OSError:
         return None
 

@@ -11,6 +11,7 @@ down, so the search can be read and rerun.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -90,9 +91,10 @@ class TuneResult:
 
     def matrix_entry(self) -> str:
         """The winner as a matrix file entry (`make bench` runs these)."""
-        if self.winner() is None:
+        winner = self.winner()
+        if winner is None:
             return ""
-        workers, changed = self.winner()
+        workers, changed = winner
         tuning = ", ".join(f"{k} = {json.dumps(v)}" for k, v in changed.items())
         entry = f'[[configs]]\nstack = "{self.stack}"\nworkers = [{workers}]\n'
         return entry + (f"tuning = {{ {tuning} }}\n" if tuning else "")
@@ -100,11 +102,19 @@ class TuneResult:
 
 def bench_entry(result: TuneResult, configs: list[dict]) -> dict | None:
     """The winner as a config for `make bench`'s matrix; None when nothing met the SLO or when the matrix already
-    runs the winner (its defaults, at a WORKERS the matrix has)."""
-    if result.winner() is None:
+    runs the winner (its defaults, at a WORKERS the matrix has, serving the model itself over HTTP)."""
+    winner = result.winner()
+    if winner is None:
         return None
-    workers, tuning = result.winner()
-    untuned = [c for c in configs if c.get("stack") == result.stack and not c.get("tuning")]
+    workers, tuning = winner
+    untuned = [
+        c
+        for c in configs
+        if c.get("stack") == result.stack
+        and not c.get("tuning")
+        and set(c.get("variant", [""])) <= {"", "fp32"}
+        and "http" in c.get("protocol", ["http"])
+    ]
     if not tuning and any(workers in c.get("workers", [1]) for c in untuned):
         return None
     return {"stack": result.stack, "workers": [workers], "tuning": tuning}
@@ -138,7 +148,7 @@ def tune(
     budget: int,
     seconds: float = 8.0,
     concurrency: int = 32,
-    measure=measure,
+    measure: Callable[..., Trial] = measure,
     device: str = "cpu",
 ) -> TuneResult:
     """`measure(stack, model_dir, settings, seconds, concurrency) -> Trial` runs one trial (a real stack by

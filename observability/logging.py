@@ -11,6 +11,8 @@ import logging
 import os
 import sys
 import time
+from types import TracebackType
+from typing import Any, TypeAlias
 
 import orjson
 
@@ -24,6 +26,8 @@ MESSAGE_CHARS = 8000
 """The longest message a line carries; the sites that log what a client sent cut it much shorter already."""
 TRACEBACK_LINE_CHARS = 1000
 """The longest line of a traceback a log line carries: an exception's message may hold what a client sent."""
+_ExcInfo: TypeAlias = tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
+"""What `sys.exc_info()` returns, as `logging.Formatter.formatException` takes it."""
 
 
 def cut(text: str, limit: int) -> str:
@@ -53,12 +57,12 @@ class ContextFilter(logging.Filter):
 class PlainFormatter(logging.Formatter):
     """`PLAIN_FORMAT` lines, tracebacks cut as the JSON lines' are."""
 
-    def formatException(self, ei) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei: _ExcInfo) -> str:  # noqa: N802 - logging's name
         return cut_traceback(super().formatException(ei))
 
 
 class JsonFormatter(logging.Formatter):
-    def __init__(self, *args, service: str | None = None, **kwargs):
+    def __init__(self, *args: Any, service: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # The launcher names each process it starts (LOG_SERVICE), so merged logs say which process wrote a line.
         self.service = service or os.environ.get("LOG_SERVICE", "-")

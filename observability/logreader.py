@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -69,7 +70,7 @@ def log_files(log_dir: Path) -> list[tuple[Path, str]]:
     return [(path, service) for service, _, path in sorted(found)]
 
 
-def read(log_dir: Path, **filters) -> list[dict]:
+def read(log_dir: Path, **filters: Any) -> list[dict]:
     entries = []
     for path, service in log_files(log_dir):
         with open(path, errors="replace") as handle:
@@ -87,8 +88,8 @@ def completion_share(log_dir: Path) -> float | None:
     return min(shares, default=None)
 
 
-def follow(log_dir: Path, poll: float = 0.5, **filters) -> Iterator[dict]:
-    """New lines of every log file as they are written (`--follow`)."""
+def follow(log_dir: Path, filters: dict[str, Any], poll: float = 0.5) -> Iterator[dict]:
+    """New lines of every log file as they are written (`--follow`), those `filters` (`matches`' arguments) keep."""
     positions = {path: path.stat().st_size for path in Path(log_dir).glob("*.log")}
     while True:
         for path in sorted(Path(log_dir).glob("*.log")):

@@ -13,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -25,12 +28,14 @@ from prometheus_client import (
     multiprocess,
     values,
 )
+from prometheus_client.metrics import MetricWrapperBase
 
 from observability import tracing
 from observability.tally import TALLY, Flusher
 
-# In multiprocess mode every sample write asks os.getpid() (a system call) to notice a fork. On this kind of VM that
-# was about 13% of a gateway worker's CPU time; the pid is cached and refreshed in the child after every fork instead.
+# In multiprocess mode every sample write asks os.getpid() (a system call) to notice a fork, a visible share of a
+# gateway worker's CPU (docs/decisions/measured-defaults.md): the pid is cached and refreshed in the child after
+# every fork instead.
 _pid = os.getpid()
 
 
@@ -114,6 +119,12 @@ TRITON_EJECTIONS = Counter(
     "Times a gateway worker took a Triton replica out of rotation",
     ["replica", "reason"],
 )
+TRITON_HEDGES = Counter(
+    "serving_triton_hedges_total",
+    "Triton calls copied to another replica because the replica they were on kept them unanswered past twice their "
+    "size's usual time (the first answer wins), by that replica",
+    ["replica"],
+)
 TRITON_SEQUENCES = Counter(
     "serving_triton_sequences_total",
     "Sequences a Triton replica answered for this gateway's callers (GATEWAY_TRITON_BALANCE=least_work over several "
@@ -176,7 +187,9 @@ class endpoint_request:
     def __enter__(self) -> None:
         self.start = time.perf_counter()
 
-    def __exit__(self, kind, error, traceback) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         if kind is None:
             code = "200"
         elif issubclass(kind, Exception):
@@ -220,13 +233,14 @@ TOP_SCORE = Histogram(
     buckets=(0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0),
 )
 
+_Metric = TypeVar("_Metric", bound=MetricWrapperBase)
 _CHILDREN: dict = {}
 
 
-def child(metric, *labels: str):
-    """`metric.labels(*labels)`, cached: `labels()` takes a lock and builds its key on every call, ~5% of a gateway
-    worker when every request called it four times. Only for labels from a bounded set (routes, codes, endpoints and
-    versions already resolved)."""
+def child(metric: _Metric, *labels: str) -> _Metric:
+    """`metric.labels(*labels)`, cached: `labels()` takes a lock and builds its key on every call, a share of a
+    gateway worker's CPU when every request calls it several times (docs/decisions/measured-defaults.md). Only for
+    labels from a bounded set (routes, codes, endpoints and versions already resolved)."""
     found = _CHILDREN.get((metric, labels))
     if found is None:
         found = _CHILDREN[(metric, labels)] = metric.labels(*labels)
@@ -241,7 +255,7 @@ class stage:
 
     def __init__(self, name: str):
         self.name = name
-        self.span = None
+        self.span: AbstractContextManager[object] | None = None
 
     def __enter__(self) -> None:
         self.start = time.perf_counter()
@@ -249,7 +263,9 @@ class stage:
             self.span = tracing.get_tracer("serving.stages").start_as_current_span(self.name)
             self.span.__enter__()
 
-    def __exit__(self, kind, error, traceback) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         try:
             if self.span is not None:
                 self.span.__exit__(kind, error, traceback)

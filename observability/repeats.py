@@ -58,7 +58,7 @@ class RepeatLimit(logging.Filter):
         return passes
 
     def _kind(self, record: logging.LogRecord) -> tuple:
-        return record.name, str(record.msg), getattr(record, "route", "-"), record.status
+        return record.name, str(record.msg), getattr(record, "route", "-"), getattr(record, "status", None)
 
     def _count(self, kind: tuple, now: float) -> bool:
         window = self.windows.get(kind)

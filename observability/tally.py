@@ -16,6 +16,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from bisect import bisect_left
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter, Gauge, Histogram
 
 INTERVAL = 0.5
 """Seconds between two flushes while a worker has requests in flight."""
@@ -40,12 +45,12 @@ class Tally:
         self._amounts: dict = {}
         self._histograms: dict = {}
 
-    def inc(self, series, amount: float = 1.0) -> None:
+    def inc(self, series: Counter | Gauge, amount: float = 1.0) -> None:
         """`series.inc(amount)` at the next flush (a counter's child, or a gauge's: `amount` may then be negative)."""
         with self._lock:
             self._amounts[series] = self._amounts.get(series, 0.0) + amount
 
-    def observe(self, histogram, value: float) -> None:
+    def observe(self, histogram: Histogram, value: float) -> None:
         """`histogram.observe(value)` at the next flush (a histogram's child)."""
         with self._lock:
             pending = self._histograms.get(histogram)
@@ -55,7 +60,7 @@ class Tally:
             if value == value:  # NaN falls in no bucket, as with observe()
                 pending.counts[bisect_left(pending.bounds, value)] += 1
 
-    def observe_many(self, histogram, values) -> None:
+    def observe_many(self, histogram: Histogram, values: Iterable[float]) -> None:
         """`observe` of each of `values`, under one lock."""
         with self._lock:
             pending = self._histograms.get(histogram)

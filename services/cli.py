@@ -3,7 +3,18 @@ gateway's endpoint and metric commands and the lifecycle's model, registry and c
 
 from __future__ import annotations
 
-from services.commands import analyze, logs, model, observability, stack, status, supervise, triton_agent
+from services.commands import (
+    analyze,
+    dashboards,
+    logs,
+    model,
+    observability,
+    reload,
+    stack,
+    status,
+    supervise,
+    triton_agent,
+)
 from services.commands.lifecycle.cli import register_commands
 from services.commands.lifecycle.state import state_app
 from services.commands.multivalue import MultiValueGroup
@@ -34,7 +45,9 @@ model_app.command("optimize")(model.optimize)
 app.command("model-repo")(model.model_repo)
 app.command("up")(stack.up)
 app.command("observability")(observability.observability)
+app.command("dashboards")(dashboards.dashboards)
 app.command("down")(stack.down)
+app.command("reload")(reload.reload)
 app.command("status")(status.status)
 app.command("logs")(logs.logs)
 app.command("analyze")(analyze.analyze)

@@ -8,6 +8,7 @@ A unit test that asks for an exported model fails at collection: that belongs to
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,10 @@ TIERS = ("unit", "checks", "integration", "e2e")
 WHOLE_PACKAGES = ("tests/integration/scaleout/",)
 """Packages with a package-scoped fixture (the fleet): `make test`'s processes take each whole, so it starts once."""
 EXPORTED_MODEL_FIXTURES = {"tiny_model", "tiny_classifier", "real_model", "fastapi_server"}
+SCOPE_SECONDS = json.loads((Path(__file__).parent / "scope_seconds.json").read_text())
+"""Seconds each of the longer scopes (a file, or a package of `WHOLE_PACKAGES`) took in `make test`'s parallel part:
+its processes take the longest first, so no long one starts last (pytest-xdist's own order is by number of tests,
+which started the 86 s benchmark test last but 14). A scope missing or stale costs minutes, never a result."""
 
 
 MLFLOW_URI = "MLFLOW_TRACKING_URI"
@@ -60,12 +65,25 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    config.option.loadscopereorder = False  # the collection's order: longest scopes first (`SCOPE_SECONDS`)
+
     class FilesAndWholePackages(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return next((package for package in WHOLE_PACKAGES if path.startswith(package)), path)
+            return scope_of(nodeid)
 
     return FilesAndWholePackages(config, log)
+
+
+def pytest_configure_node(node):
+    """pytest-xdist's processes collect on their own, and the scheduler takes their order: under `--dist loadfile`
+    they put the longest scopes first."""
+    node.workerinput["longest_first"] = node.config.getoption("dist") == "loadfile"
+
+
+def scope_of(nodeid: str) -> str:
+    """What one of `make test`'s processes takes whole: the test's file, or its package of `WHOLE_PACKAGES`."""
+    path = nodeid.split("::", 1)[0]
+    return next((package for package in WHOLE_PACKAGES if path.startswith(package)), path)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -82,6 +100,8 @@ def pytest_collection_modifyitems(config, items):
         keep = [item for item in items if (item.get_closest_marker("serial") is not None) == (serial == "only")]
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
+    if getattr(config, "workerinput", {}).get("longest_first"):  # a file's own order kept
+        items.sort(key=lambda item: -SCOPE_SECONDS.get(scope_of(item.nodeid), 0))
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ round agrees on its direction and the median's distance from 1 exceeds both that
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MIN_CHANGE = 0.03
@@ -24,9 +25,9 @@ MIN_CHANGE = 0.03
 class Comparison:
     """One figure of one configuration, HEAD against BASE over the rounds."""
 
-    base: list[float]
-    head: list[float]
-    """The figure of each round, in round order (the pairs line up)."""
+    base: list[float | None]
+    head: list[float | None]
+    """The figure of each round, in round order (the pairs line up); None where a round lacks it."""
     higher_is_better: bool = True
 
     @property
@@ -52,16 +53,17 @@ class Comparison:
         ratios = self.ratios
         if len(ratios) < 2:
             return "no verdict"
-        bar = max(self.high - self.low, min_change)
+        low, high, median = min(ratios), max(ratios), statistics.median(ratios)
+        bar = max(high - low, min_change)
         worse, better = ("slower", "faster") if self.higher_is_better else ("more CPU", "less CPU")
-        if self.high < 1 and 1 - self.median > bar:
+        if high < 1 and 1 - median > bar:
             return worse if self.higher_is_better else better
-        if self.low > 1 and self.median - 1 > bar:
+        if low > 1 and median - 1 > bar:
             return better if self.higher_is_better else worse
         return "no change"
 
 
-def median_of(values: list[float | None]) -> float | None:
+def median_of(values: Sequence[float | None]) -> float | None:
     """The median of the figures present; None when none is."""
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None

@@ -51,10 +51,11 @@ def build_model(tree: Tree, model: str, work_dir: Path, checkpoint: Path | None,
     """`serving model build` of `tree` for `model` into its directory, seeded from `seed` (HEAD's build) when
     that directory is missing."""
     out = model_dir(tree, model, work_dir)
-    seeded = seed is not None and not out.exists() and seed.is_dir()
-    if seeded:
+    seeded = False
+    if seed is not None and not out.exists() and seed.is_dir():
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(seed, out)
+        seeded = True
     args = ["model", "build", "--out", str(out)]
     if model == "tiny":
         args += ["--model-dir", str(checkpoint), "--name", TINY_NAME]

@@ -58,7 +58,7 @@ def up_args(spec: RunSpec, options: StackOptions, ready_timeout: float) -> list[
         "--model-dir",
         str(options.model_dir),
         "--endpoints-file",
-        str(options.endpoints_file),
+        str(options.endpoints_path),
         "--detach",
         "--ready-timeout",
         f"{ready_timeout:g}",

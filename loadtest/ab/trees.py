@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,7 +137,9 @@ def same_project(head_root: Path, base_root: Path) -> bool:
     return project(head_root) == project(base_root)
 
 
-def base_tree(head: Tree, commit: str, work_dir: Path, env_mode: str = "auto", log=print) -> Tree:
+def base_tree(
+    head: Tree, commit: str, work_dir: Path, env_mode: str = "auto", log: Callable[[str], object] = print
+) -> Tree:
     """BASE checked out and given an environment (`env_mode`: auto | shared | own; the module's docstring)."""
     if env_mode not in ENV_MODES:
         raise TreeError(f"--base-env takes {', '.join(ENV_MODES)}, not '{env_mode}'")

@@ -26,36 +26,46 @@ ENGINES = ("builtin", "ab", "vegeta")
 
 
 def attack_command(
-    url: str = typer.Option("http://127.0.0.1:8080", help="Base URL of the stack."),
-    format: str = typer.Option("serve", help=f"Request format: {' | '.join(FORMATS)} (kserve: Triton's ensemble)."),
-    targets: Path = typer.Option(
+    url: str = typer.Option(
+        "http://127.0.0.1:8080", help="Base URL of the stack (grpc://HOST:PORT for --format grpc, the gateway's)."
+    ),
+    format: str = typer.Option(
+        "serve",
+        help=f"Request format: {' | '.join(FORMATS)} (kserve: Triton's ensemble; grpc: the gateway's Open Inference "
+        "Protocol over gRPC, ModelInfer, without trace context).",
+    ),
+    targets: Path | None = typer.Option(
         None, help="Vegeta JSON targets file (one JSON object a line); overrides --url/--format."
     ),
     mix: str = typer.Option("short", help=f"Sentences to send: {' | '.join(MIXES)}."),
     texts: int = typer.Option(1, min=1, help="Texts per request."),
-    rate: float = typer.Option(None, help="Requests per second (open loop). Omit for a closed loop."),
+    rate: float | None = typer.Option(None, help="Requests per second (open loop). Omit for a closed loop."),
     concurrency: int = typer.Option(8, min=1, help="Closed loop: workers each with one request outstanding."),
-    duration: float = typer.Option(None, help="Seconds to attack (default 10, or until --requests are done)."),
-    requests: int = typer.Option(None, min=1, help="Stop after this many requests (alone: run until they are done)."),
+    duration: float | None = typer.Option(None, help="Seconds to attack (default 10, or until --requests are done)."),
+    requests: int | None = typer.Option(
+        None, min=1, help="Stop after this many requests (alone: run until they are done)."
+    ),
     timeout: float = typer.Option(30.0, help="Per-request timeout, seconds."),
     procs: int = typer.Option(1, min=1, help="Generator processes (open loop), when one cannot hold the rate."),
     engine_name: str = typer.Option("builtin", "--engine", help="builtin | ab | vegeta"),
-    output: Path = typer.Option(
+    output: Path | None = typer.Option(
         None,
         help="Write per-request results here (Vegeta JSON lines); default: <run dir>/results/attack-<UTC time>.jsonl "
         "(SERVING_RUN_DIR).",
     ),
-    metrics_port: int = typer.Option(None, help="Serve the generator's Prometheus metrics on this port."),
+    metrics_port: int | None = typer.Option(None, help="Serve the generator's Prometheus metrics on this port."),
     label: list[str] = typer.Option([], help="Run label key=value for the metrics (stack, workers, batching, rate)."),
     report: str = typer.Option("text", help="Report printed at the end: text | json | none."),
     trace_ratio: float = typer.Option(
         0.0, min=0.0, max=1.0, help="Share of requests that start a sampled W3C trace (the others carry 'not sampled')."
     ),
-    otlp_endpoint: str = typer.Option(
+    otlp_endpoint: str | None = typer.Option(
         None, help="Send a client span per sampled request here; default: the stack's own receiver if one is up."
     ),
 ) -> None:
     """Attack, then print a Vegeta-style report."""
+    if format == "grpc" and trace_ratio and targets is None:
+        raise typer.BadParameter("--format grpc sends no trace context: drop --trace-ratio")
     spec = AttackSpec(
         targets=_targets(targets, url, format, mix, texts),
         rate=rate,
@@ -68,7 +78,12 @@ def attack_command(
             trace_ratio,
             format,
             otlp_endpoint,
-            {"loadtest.attack": mix, "loadtest.rate": rate or 0, "loadtest.trace_ratio": trace_ratio},
+            {
+                "loadtest.mix": "targets file" if targets else mix,
+                "loadtest.rate": rate or 0,
+                "loadtest.trace_ratio": trace_ratio,
+            }
+            | ({} if rate else {"loadtest.concurrency": concurrency}),
         ),
     )
     if engine_name not in ENGINES:
@@ -96,10 +111,13 @@ def _targets(file: Path | None, url: str, format: str, mix: str, texts: int) -> 
         return read_vegeta_targets(file)
     if mix not in MIXES:
         raise typer.BadParameter(f"--mix must be one of {', '.join(MIXES)}")
-    return build_targets(url, format, MIXES[mix](max(200, texts * 50)), texts)
+    try:
+        return build_targets(url, format, MIXES[mix](max(200, texts * 50)), texts)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
-def _observer(metrics_port: int | None, run_labels: dict[str, str]):
+def _observer(metrics_port: int | None, run_labels: dict[str, str]) -> engine.Callback | None:
     """With a port: the generator's Prometheus metrics served there, and the callback that feeds them."""
     if not metrics_port:
         return None
@@ -110,7 +128,9 @@ def _observer(metrics_port: int | None, run_labels: dict[str, str]):
     return generator_metrics.observer(run_labels)
 
 
-def _run(engine_name: str, spec: AttackSpec, procs: int, observe) -> tuple[list[Result], AttackStats]:
+def _run(
+    engine_name: str, spec: AttackSpec, procs: int, observe: engine.Callback | None
+) -> tuple[list[Result], AttackStats]:
     """The attack on the chosen engine, behind a progress bar; every result also goes to `observe`."""
     results: list[Result] = []
     total = spec.total()

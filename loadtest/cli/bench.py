@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from loadtest.cli.options import ModelDir, RunMetricsPort, RunsOut
+
+if TYPE_CHECKING:
+    from loadtest.matrix.config import MatrixConfig
 
 console = Console(stderr=True)
 
@@ -38,16 +41,19 @@ def matrix_command(
     from loadtest.matrix.run import run_matrix
 
     path = run_matrix(_matrix(config, device, latency_bound_ms), model_dir, out, metrics_port)
-    console.print(f"report: {path / 'report.md'}")
+    _print_ranking(path)
 
 
-def _matrix(config: Path, device: str | None, latency_bound_ms: float | None):
-    """The matrix file with the command line's device and bound in place of its own."""
+def _matrix(config: Path, device: str | None, latency_bound_ms: float | None) -> MatrixConfig:
+    """The matrix file with the command line's device and bound (those given) in place of its own."""
     from loadtest.matrix.config import MatrixConfig
 
     matrix = MatrixConfig.load(config)
-    overrides = {"device": device, "latency_bound_ms": latency_bound_ms}
-    return replace(matrix, **{k: v for k, v in overrides.items() if v is not None})
+    return replace(
+        matrix,
+        device=matrix.device if device is None else device,
+        latency_bound_ms=matrix.latency_bound_ms if latency_bound_ms is None else latency_bound_ms,
+    )
 
 
 def tune_command(
@@ -105,7 +111,15 @@ def bench_command(
         else:
             matrix.configs.append(entry)
     path = run_matrix(matrix, model_dir, out, metrics_port)
-    console.print(f"report: {path / 'report.md'}")
+    _print_ranking(path)
+
+
+def _print_ranking(run: Path) -> None:
+    """The report's ranking (`headline`) on stdout, then where the whole report is."""
+    from loadtest.matrix.report import headline
+
+    print(headline((run / "report.md").read_text()), flush=True)
+    console.print(f"report: {run / 'report.md'}")
 
 
 def plot_command(run: Path = typer.Argument(..., help="A results/<run-id> directory.")) -> None:

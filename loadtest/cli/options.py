@@ -10,7 +10,9 @@ import typer
 
 ModelDir = Annotated[Path, typer.Option(help="Exported model.")]
 RunsOut = Annotated[Path, typer.Option(help="Runs are written to OUT/<run-id>/.")]
-RunMetricsPort = Annotated[int, typer.Option(help="Serve the generator's Prometheus metrics here during the run.")]
+RunMetricsPort = Annotated[
+    int | None, typer.Option(help="Serve the generator's Prometheus metrics here during the run.")
+]
 Stack = Annotated[str, typer.Option(help="fastapi | triton | clearml")]
 Workers = Annotated[int, typer.Option(min=1, help="Front-end worker processes.")]
 

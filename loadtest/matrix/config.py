@@ -1,6 +1,6 @@
 """The matrix file (`loadtest/matrices/*.toml`) and the configurations it expands into: which stacks, with which
-WORKERS, BATCHING, PADDING, tracing ratio and tuned settings, how long each phase lasts, and the latency bound the
-configurations are ranked at. Every key and its default: docs/load-testing.md, "The matrix file"."""
+WORKERS, BATCHING, PADDING, tracing ratio, model variant and tuned settings, how long each phase lasts, and the
+latency bound the configurations are ranked at. Every key and its default: docs/load-testing.md, "The matrix file"."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US, DEVICES
+from services.optimize.graph import VARIANTS
 
 
 @dataclass(frozen=True)
@@ -25,16 +26,26 @@ class RunSpec:
     spec stays hashable."""
     tracing: str = ""
     """Set when the matrix varies tracing (a `trace` axis): "trace 1%", "no tracing"; part of the name and label."""
+    variant: str = ""
+    """The model variant served (`int8`: `serving model optimize`'s, read from `variant_dir`); empty: the model
+    itself. Part of the name and label."""
+    protocol: str = "http"
+    """How the load reaches the stack: `http` (its HTTP API) or `grpc` (the gateway's Open Inference Protocol over
+    gRPC, STACK=clearml only). Part of the name and label when not http."""
 
     @property
     def name(self) -> str:
-        """`clearml-w2-on`, with `-bucket`, `-trace0.01`, `-tuned` when those differ from the defaults: the file and
-        directory name of the configuration's raw results and traces."""
+        """`clearml-w2-on`, with `-bucket`, `-trace0.01`, `-tuned`, `-int8`, `-grpc` when those differ from the
+        defaults: the file and directory name of the configuration's raw results and traces."""
         suffix = "" if self.padding == "ragged" else f"-{self.padding}"
         if self.tracing:
             suffix += f"-trace{self.trace_ratio:g}"
         if self.tuning:
             suffix += "-tuned"
+        if self.variant:
+            suffix += f"-{self.variant}"
+        if self.protocol != "http":
+            suffix += f"-{self.protocol}"
         return f"{self.stack}-w{self.workers}-{'on' if self.batching else 'off'}{suffix}"
 
     def tuning_settings(self) -> dict:
@@ -43,9 +54,9 @@ class RunSpec:
 
 
 BOUND_MS = {"cpu": 250.0, "sim": 50.0}
-"""The default p99 bound of the search, by device: a batch of 16 short sentences takes the real model ~50 ms on 2
-cores, so 250 ms leaves room for a few batches in the queue; on the simulated accelerator the model takes ~2 ms a
-batch and the servers' own work sets the latency."""
+"""The default p99 bound of the search, by device: room for a few batches of 16 short sentences in the queue on the
+CPU; on the simulated accelerator the servers' own work sets the latency (the batch times behind both:
+docs/decisions/measured-defaults.md)."""
 TINY_BOUND_MS = 40.0
 """The tiny model's (`serving model tiny`, 2 layers: about a tenth of the real model's cost)."""
 TINY_MODELS = ("tiny-bert",)
@@ -60,7 +71,7 @@ def _frozen(value):
     return tuple(value) if isinstance(value, list) else value
 
 
-def settings_text(tuning) -> str:
+def settings_text(tuning: tuple) -> str:
     """`max_queue_delay_us=500, encoder_instances=2` (or `defaults`) for the report."""
     items = dict(tuning)
     return ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in items.items()) or "defaults"
@@ -124,18 +135,65 @@ class MatrixConfig:
         return cls(**tomllib.loads(Path(path).read_text()))
 
     def runs(self) -> list[RunSpec]:
-        """Every entry expanded over its axes, in file order (workers, then batching, padding, trace ratio)."""
+        """Every entry expanded over its axes, in file order (workers, then batching, padding, trace ratio,
+        variant, protocol)."""
         return [run for entry in self.configs for run in self._expand(entry)]
 
     def _expand(self, entry: dict) -> list[RunSpec]:
         tuning = tuple(sorted((k, _frozen(v)) for k, v in entry.get("tuning", {}).items()))
+        protocols = [_protocol(entry, p) for p in entry.get("protocol", ["http"])]
         runs = []
         for workers in entry.get("workers", [1]):
             for batching in entry.get("batching", ["on"]):
                 for padding in entry.get("padding", ["ragged"]):
                     for ratio in entry.get("trace", [self.trace_ratio]):
                         label = (f"trace {ratio:.0%}" if ratio else "no tracing") if "trace" in entry else ""
-                        runs.append(
-                            RunSpec(entry["stack"], int(workers), batching == "on", padding, ratio, tuning, label)
-                        )
+                        for variant in entry.get("variant", [""]):
+                            for protocol in protocols:
+                                runs.append(
+                                    RunSpec(
+                                        entry["stack"],
+                                        int(workers),
+                                        batching == "on",
+                                        padding,
+                                        ratio,
+                                        tuning,
+                                        label,
+                                        _variant(variant),
+                                        protocol,
+                                    )
+                                )
         return runs
+
+
+def _variant(name: str) -> str:
+    """A matrix entry's variant: "" for the model itself (`fp32` or empty), else one `serving model optimize`
+    builds."""
+    if name in ("", "fp32"):
+        return ""
+    if name not in VARIANTS:
+        raise ValueError(f"variant must be fp32 or one of {', '.join(VARIANTS)}, not '{name}'")
+    return name
+
+
+PROTOCOLS = ("http", "grpc")
+GRPC_STACKS = ("clearml",)
+"""The stacks that serve the Open Inference Protocol over gRPC: the gateway."""
+
+
+def _protocol(entry: dict, name: str) -> str:
+    """A matrix entry's protocol, checked against its stack."""
+    if name not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not '{name}'")
+    if name == "grpc" and entry["stack"] not in GRPC_STACKS:
+        raise ValueError(
+            f'protocol = ["grpc"] is for stack {" or ".join(GRPC_STACKS)} only (its gateway serves the Open '
+            f"Inference Protocol over gRPC), not stack '{entry['stack']}': remove the key from that entry"
+        )
+    return name
+
+
+def variant_dir(model_dir: Path, variant: str) -> Path:
+    """Where a variant of MODEL_DIR is built (`make variant VARIANT=int8`: build/model -> build/model-int8); the model
+    itself for the empty variant."""
+    return model_dir.with_name(f"{model_dir.name}-{variant}") if variant else model_dir

@@ -21,6 +21,8 @@ OVER_YARDSTICK_DEFAULT = 1.00
 OF_CEILING = 0.85
 """The fastest configuration's figure over raw ONNX Runtime's best rate (no server, same cores, same run)."""
 EFFICIENCY = 0.90
+OVER_MODEL = {"int8": 2.0}
+"""A variant's fastest configuration over the fastest serving the model itself, at the same latency bound."""
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,11 @@ class Goal:
 
 
 def gateway_goals(measurements: list[Measurement], saturated: list[Summary], ceiling: dict, model: str) -> list[Goal]:
-    """The goals of the gateway with the highest median figure; none without a gateway, none against a yardstick
-    the run cannot name (`ranking.yardstick`), no ratio without a round where both ran and the yardstick served, no
-    efficiency without the model's CPU at the gateway's batch (a closed-loop figure: `saturated`)."""
-    summaries = ranked(measurements)
+    """The goals of the gateway with the highest median figure, serving the model itself; none without a gateway,
+    none against a yardstick the run cannot name (`ranking.yardstick`), no ratio without a round where both ran and
+    the yardstick served, no efficiency without the model's CPU at the gateway's batch (a closed-loop figure:
+    `saturated`)."""
+    summaries = [s for s in ranked(measurements) if not s.variant]
     gateways = [s for s in summaries if s.stack == "clearml"]
     stick = yardstick(summaries)
     if not gateways or stick.summary is None:
@@ -64,6 +67,33 @@ def gateway_goals(measurements: list[Measurement], saturated: list[Summary], cei
     if share is not None:
         what = f"{best.label} efficiency (closed loop)"
         goals.append(Goal(what, f"≥ {EFFICIENCY:.0%}", f"{share:.0%}", round(share, 2) >= EFFICIENCY))
+    return goals
+
+
+def variant_goals(measurements: list[Measurement], quality: dict[str, dict]) -> list[Goal]:
+    """For each variant in the run: its fastest configuration's figure over the fastest configuration serving the
+    model itself, round by round (at least `OVER_MODEL[variant]`), and the quality its build measured against the
+    model (`quality`: a variant's quality.json by name; the gate the build applied)."""
+    summaries = ranked(measurements)
+    source = next((s for s in summaries if not s.variant), None)
+    goals = []
+    for variant in dict.fromkeys(s.variant for s in summaries if s.variant):
+        best = next(s for s in summaries if s.variant == variant)
+        ratios = round_ratios(measurements, best.label, source.label) if source else []
+        if ratios and source is not None:
+            target = OVER_MODEL.get(variant, 1.0)
+            median = statistics.median(ratios)
+            spread = f" ({min(ratios):.2f}-{max(ratios):.2f} over {len(ratios)} rounds)" if len(ratios) > 1 else ""
+            what = f"{best.label} (the fastest {variant}) ÷ {source.label} (the fastest fp32)"
+            goals.append(Goal(what, f"≥ {target:.2f}×", f"{median:.2f}×{spread}", round(median, 2) >= target))
+        report = quality.get(variant)
+        if report:
+            gate = report.get("gate", {})
+            for name, bound in (("mean_cosine", "min_mean_cosine"), ("topk_agreement", "min_topk_agreement")):
+                if report.get(name) is not None and gate.get(bound) is not None:
+                    what = f"{variant} {name.replace('_', ' ')} to the model ({report.get('texts')} held-out texts)"
+                    met = report[name] >= gate[bound]
+                    goals.append(Goal(what, f"≥ {gate[bound]:g}", f"{report[name]:.4f}", met))
     return goals
 
 

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from loadtest import engine
 from loadtest.bound_search import MIN_SUCCESS, Probe, search
-from loadtest.matrix.config import MatrixConfig, RunSpec, settings_text
+from loadtest.matrix.config import MatrixConfig, RunSpec, settings_text, variant_dir
 from loadtest.matrix.traces import analyze_config
 from loadtest.metrics import GeneratorMetrics
 from loadtest.report import summarize
@@ -69,6 +69,10 @@ class Measurement:
     goodput: float | None = None
     """Probe and bound: answers that succeeded within the bound, per second of the attack. A bound row's
     `offered_rate` and `throughput` are the highest rate that met the bound (0 when none did)."""
+    variant: str = ""
+    """The model variant served (`int8`); empty: the model itself."""
+    protocol: str = "http"
+    """How the load reached the stack: http, or grpc (the gateway's Open Inference Protocol over gRPC)."""
 
     @property
     def label(self) -> str:
@@ -77,6 +81,8 @@ class Measurement:
             text += f" batching {'on' if self.batching else 'off'}"
         text += f" {self.padding}" if self.padding != "ragged" else ""
         text += " tuned" if self.settings != "defaults" else ""
+        text += f" {self.variant}" if self.variant else ""
+        text += f" {self.protocol}" if self.protocol != "http" else ""
         return text + (f" {self.tracing}" if self.tracing else "")
 
 
@@ -86,6 +92,13 @@ def mean_batch(before: tuple[float, float] | None, after: tuple[float, float] | 
     if before and after and after[1] > before[1]:
         return (after[0] - before[0]) / (after[1] - before[1])
     return 1.0 if after is None else None
+
+
+def scheduled_seconds(spec: engine.AttackSpec, lead_in: int) -> float:
+    """The seconds of an open loop's schedule after its first `lead_in` requests (what a goodput divides by)."""
+    if spec.rate is None or spec.duration is None:
+        raise ValueError(f"{spec.name}: a goodput needs an open loop of a set duration")
+    return spec.duration - lead_in / spec.rate
 
 
 def cpu_us_per_request(
@@ -117,7 +130,9 @@ class ConfigRound:
     def _tracing(self, rate: float | None) -> ClientTracing | None:
         if self.run.trace_ratio <= 0:
             return None
-        attributes = {"loadtest.rate": rate or 0.0, "loadtest.attack": self.run.name}
+        attributes = {"loadtest.rate": rate or 0.0, "loadtest.attack": self.run.name, "loadtest.mix": self.config.mix}
+        if not rate:
+            attributes["loadtest.concurrency"] = self.config.concurrency
         return client_tracing(
             self.run.trace_ratio, self.running.request_format, self.running.options.tracing_url, attributes
         )
@@ -233,7 +248,7 @@ class ConfigRound:
         goodput = None
         if bound_ms is not None:
             good = sum(1 for r in results if 200 <= r.code < 400 and r.latency <= bound_ms * 1e6)
-            goodput = good / (spec.duration - lead_in / spec.rate)
+            goodput = good / scheduled_seconds(spec, lead_in)
         return Measurement(
             stack=run.stack,
             workers=run.workers,
@@ -254,6 +269,8 @@ class ConfigRound:
             settings=settings_text(run.tuning),
             latency_bound_ms=bound_ms,
             goodput=goodput,
+            variant=run.variant,
+            protocol=run.protocol,
         )
 
 
@@ -268,20 +285,21 @@ def run_config(
     load_levels: list[float] | None = None,
     bound_ms: float | None = None,
 ) -> list[Measurement]:
-    """One configuration, one round: up, warm up, saturate, the search under `bound_ms` (when given and the config
-    searches; it starts at 0.8 of the saturated throughput), the open-loop levels (`load_levels` as fractions of the
-    saturated throughput, default the config's), down. A traced configuration's analysis goes into `analyses` (when
-    given) under its name."""
+    """One configuration, one round: up (its variant served from `variant_dir(model_dir)`), warm up, saturate, the
+    search under `bound_ms` (when given and the config searches; it starts at 0.8 of the saturated throughput), the
+    open-loop levels (`load_levels` as fractions of the saturated throughput, default the config's), down. A traced
+    configuration's analysis goes into `analyses` (when given) under its name."""
     levels = config.load_levels if load_levels is None else load_levels
     traced = run.trace_ratio > 0
     with running_stack(
         run.stack,
-        model_dir,
+        variant_dir(model_dir, run.variant),
         workers=run.workers,
         batching=run.batching,
         padding=run.padding,
         traces=traced,
         tuning=run.tuning_settings(),
+        protocol=run.protocol,
         **config.device_settings,
     ) as running:
         attacks = ConfigRound(config, run, running, raw_dir, round_no, metrics)

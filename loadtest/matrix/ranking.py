@@ -48,9 +48,12 @@ class Yardstick:
 
 
 def yardstick(summaries: list[Summary]) -> Yardstick:
-    """The faster (by median) of the fastest plain ensemble and the fastest project ensemble of the run."""
+    """The faster (by median) of the fastest plain ensemble and the fastest project ensemble of the run, both
+    serving the model itself (a variant's rows are measured against it, never made it)."""
     best = {
-        stack: max((s for s in summaries if s.stack == stack), key=lambda s: s.throughput, default=None)
+        stack: max(
+            (s for s in summaries if s.stack == stack and not s.variant), key=lambda s: s.throughput, default=None
+        )
         for stack in YARDSTICK_STACKS
     }
     missing = [stack for stack, s in best.items() if s is None]
@@ -60,7 +63,7 @@ def yardstick(summaries: list[Summary]) -> Yardstick:
             "No ratio: the yardstick is the faster of the plain ensemble (`minimal`) and the project's ensemble "
             f"(`triton`), and this run has no `{'` or `'.join(missing)}` configuration.",
         )
-    faster = max(best.values(), key=lambda s: s.throughput)
+    faster = max((s for s in best.values() if s is not None), key=lambda s: s.throughput)
     if faster.throughput <= 0:
         return Yardstick(None, "No ratio: neither ensemble met the latency bound at any rate probed.")
     return Yardstick(faster)

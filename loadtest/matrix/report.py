@@ -11,7 +11,7 @@ from pathlib import Path
 
 from loadtest.ceiling import ceiling_name
 from loadtest.matrix.config import MatrixConfig
-from loadtest.matrix.goals import gateway_goals, goals_section
+from loadtest.matrix.goals import gateway_goals, goals_section, variant_goals
 from loadtest.matrix.measure import Measurement
 from loadtest.matrix.ranking import ordering, ranked, ratio_text, round_ratios, yardstick
 from loadtest.matrix.summary import Summary, aggregate, model_cpu
@@ -60,6 +60,11 @@ def caveats(config: MatrixConfig, bound_ms: float | None, sim: bool) -> str:
         if bound_ms
         else ""
     )
+    variants = ", ".join(dict.fromkeys(run.variant for run in config.runs() if run.variant))
+    if variants:
+        loops += f"rows marked {variants} serve `serving model optimize`'s variant of the model (its quality: Goals); "
+    if any(run.protocol == "grpc" for run in config.runs()):
+        loops += "rows marked grpc send the load over the gateway's gRPC edge (ModelInfer, one connection a process); "
     return (
         f"**What ran**: {encoder}; {loops}the closed-loop figure is {config.concurrency} concurrent requests "
         "(a client setting, not a batching stack's capacity)."
@@ -145,7 +150,9 @@ def markdown(
             + ".",
         ]
     lines += ["", NOTES, ""]
-    lines += goals_section(gateway_goals(measurements, saturated, ceiling, info.get("model", "")))
+    goals = gateway_goals(measurements, saturated, ceiling, info.get("model", ""))
+    lines += goals_section(goals + variant_goals(measurements, info.get("variants", {})))
+    lines += [f"Left out: {why}" for why in info.get("left_out", [])] + ([""] if info.get("left_out") else [])
     lines += ["![throughput](throughput.png)", ""]
     if any(m.kind == "load" for m in measurements):
         lines += [
@@ -162,6 +169,17 @@ def markdown(
             f"- {m.label} at {m.offered_rate or 0:g} req/s: {w}" for m in warned for w in m.warnings
         ]
     return "\n".join(lines) + "\n"
+
+
+def headline(report: str) -> str:
+    """The part of a report.md that `loadtest matrix` and `loadtest bench` print at their end: the ranking section
+    (or, for a run without a bound, the closed-loop table), up to its chart."""
+    lines = report.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("## Ranking")), None)
+    if start is None:
+        start = next((i for i, line in enumerate(lines) if line.startswith("## Closed loop")), len(lines))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "![", NOTES[:40]))), len(lines))
+    return "\n".join(lines[start:end]).strip()
 
 
 def _bound_ms(measurements: list[Measurement]) -> float | None:

@@ -10,19 +10,22 @@ import importlib.metadata
 import json
 import os
 import platform
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
 from loadtest.ceiling import ceiling, ceiling_name
-from loadtest.matrix.config import MatrixConfig
-from loadtest.matrix.goals import gateway_goals
+from loadtest.matrix.config import MatrixConfig, variant_dir
+from loadtest.matrix.goals import gateway_goals, variant_goals
 from loadtest.matrix.measure import Measurement, run_config
 from loadtest.matrix.report import write_outputs
 from loadtest.matrix.summary import aggregate, attach_model_cpu, reference_summary
 from loadtest.metrics import GeneratorMetrics
 from loadtest.sentences import MIXES
-from services.common.contract import Manifest
+from services.common.contract import MANIFEST_FILE, QUALITY_FILE, Manifest, sha256_file
+from services.common.errors import ServingError
+from services.optimize.quality import QualityReport
 
 console = Console(stderr=True)
 
@@ -58,6 +61,9 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
         metrics = GeneratorMetrics()
         metrics.serve(metrics_port)
     info = machine_info() | {"model": Manifest.load(model_dir).name}
+    config, info["variants"], info["left_out"] = with_variants(config, model_dir)
+    for why in info["left_out"]:
+        console.print(f"[bold yellow]left out[/]: {why}")
     texts = MIXES[config.mix](512)
     references = [ceiling(model_dir, texts, config.ceiling_seconds, **config.device_settings)]
     console.print(
@@ -79,9 +85,41 @@ def run_matrix(config: MatrixConfig, model_dir: Path, out_root: Path, metrics_po
     summary = reference_summary(references)
     write_outputs(out, measurements, summary, info, config, analyses)
     saturated = aggregate([m for m in measurements if m.kind == "saturation"])
-    for goal in gateway_goals(measurements, saturated, summary, info["model"]):
+    goals = gateway_goals(measurements, saturated, summary, info["model"]) + variant_goals(
+        measurements, info["variants"]
+    )
+    for goal in goals:
         console.print(f"goal: {goal.what}: {goal.measured} (target {goal.target}): {'met' if goal.met else 'not met'}")
     return out
+
+
+def with_variants(config: MatrixConfig, model_dir: Path) -> tuple[MatrixConfig, dict[str, dict], list[str]]:
+    """The matrix without the variants that cannot run (not built from this model, or damaged: each said in the
+    third value, with the command that builds it), and the quality report of each that can, by name."""
+    quality: dict[str, dict] = {}
+    left_out: dict[str, str] = {}
+    for variant in dict.fromkeys(run.variant for run in config.runs() if run.variant):
+        where = variant_dir(model_dir, variant)
+        build = f"serving model optimize --model-dir {model_dir} --variant {variant} --out {where}"
+        try:
+            manifest = Manifest.load(where)
+            report = QualityReport.model_validate_json((where / QUALITY_FILE).read_text())
+            current = sha256_file(model_dir / MANIFEST_FILE)
+        except (ServingError, ValueError, OSError) as exc:
+            left_out[variant] = f"the {variant} rows: {where} is missing or unreadable ({exc}); build it: {build}"
+            continue
+        if manifest.optimization is None or manifest.optimization.source_manifest != current:
+            left_out[variant] = f"the {variant} rows: {where} was not built from {model_dir} as it is now; {build}"
+            continue
+        quality[variant] = report.model_dump(mode="json")
+    if not left_out:
+        return config, quality, []
+    configs = []
+    for entry in config.configs:
+        kept = [v for v in entry.get("variant", [""]) if v not in left_out]
+        if kept:
+            configs.append({**entry, "variant": kept} if "variant" in entry else entry)
+    return replace(config, configs=configs), quality, list(left_out.values())
 
 
 def _round(
@@ -103,6 +141,8 @@ def _round(
             f"[bold]round {round_no}/{config.rounds} ({index}/{len(runs)})[/] STACK={run.stack} "
             f"WORKERS={run.workers} BATCHING={'on' if run.batching else 'off'} PADDING={run.padding}"
             + (f" {run.tracing}" if run.tracing else "")
+            + (f" VARIANT={run.variant}" if run.variant else "")
+            + (f" over {run.protocol}" if run.protocol != "http" else "")
         )
         measurements += run_config(
             config,

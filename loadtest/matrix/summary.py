@@ -34,6 +34,10 @@ class Summary:
     model_cpu_us_per_sequence: float | None = None
     goodput: float | None = None
     """Bound rows: answers within the bound per second at the rate found."""
+    variant: str = ""
+    """The model variant served; empty: the model itself."""
+    protocol: str = "http"
+    """How the load reached the stack: http or grpc."""
 
     @property
     def spread(self) -> float:
@@ -75,13 +79,15 @@ def _summary(label: str, items: list[Measurement]) -> Summary:
         _median([m.batch_size for m in items]),
         _median([m.model_cpu_us_per_sequence for m in items]),
         _median([m.goodput for m in items]),
+        first.variant,
+        first.protocol,
     )
 
 
 def model_cpu(m: Summary, ceiling: dict) -> float | None:
     """The model's CPU per sequence at the batch the stack formed: its own round's, else the run's averaged
-    reference; None where unknown."""
-    if m.batch_size is None:
+    reference; None where unknown, and for a variant's rows (the references ran the model itself)."""
+    if m.batch_size is None or m.variant:
         return None
     return m.model_cpu_us_per_sequence or model_cpu_at(ceiling.get("cpu_us_per_sequence", {}), m.batch_size)
 
@@ -110,8 +116,9 @@ def reference_summary(references: list[dict]) -> dict:
 def attach_model_cpu(measurements: list[Measurement], references: list[dict], rounds: int) -> None:
     """Give each saturation with a batch size the model's own CPU per sequence at that batch, from the references
     just before and just after its round (references[r - 1] and references[r]; a single reference when the run had
-    one round): each round is judged against its own machine."""
+    one round): each round is judged against its own machine. A variant's rows get none: the references ran the model
+    itself."""
     per_round = {r: reference_summary(references[r - 1 : r + 1])["cpu_us_per_sequence"] for r in range(1, rounds + 1)}
     for m in measurements:
-        if m.kind == "saturation" and m.batch_size:
+        if m.kind == "saturation" and m.batch_size and not m.variant:
             m.model_cpu_us_per_sequence = model_cpu_at(per_round[m.round], m.batch_size)

@@ -4,7 +4,6 @@ verdict, with their own report and charts), and summarised for the run's report.
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 
@@ -13,12 +12,13 @@ def analyze_config(store_path: Path, out: Path) -> dict:
     (or `{"error": ...}` when the spans could not be analysed)."""
     from services.analysis import report
     from services.analysis.decompose import decompose_all
+    from services.analysis.settle import settle
     from services.analysis.store import SpanStore
     from services.analysis.verdict import analyze
 
-    time.sleep(2)  # Triton's span processor exports every second
     out.mkdir(parents=True, exist_ok=True)
     store = SpanStore(store_path)
+    settle(store)  # the services' last spans, exported every 5 s (Triton's every second)
     spans = store.spans()
     store.close()
     shutil.copy(store_path, out / "spans.db")

@@ -22,8 +22,8 @@ class OverloadConfig:
     overload_seconds: float = 60.0
     settle_seconds: float = 10.0
     """Memory is compared with its value this far into the overload: the open loop holds hundreds of connections
-    at once, each with its server-side buffers, and reaching that peak takes the first seconds (measured: the
-    gateway's workers grow by ~60 MB each within 4 s, then stay flat)."""
+    at once, each with its server-side buffers, and reaching that peak takes the first seconds, after which the
+    workers' memory stays flat (docs/decisions/measured-defaults.md)."""
     recovery_seconds: float = 10.0
     """Closed loop right after the overload, in which the throughput must come back."""
     soak_seconds: float = 0.0

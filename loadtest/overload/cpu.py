@@ -1,8 +1,8 @@
 """The CPU a stack could use during a phase of the overload, on a machine it shares.
 
 A verdict on goodput or latency is a verdict on the stack only if the stack had the CPU it needed: on a shared
-machine (other test runs, the load generator itself, a hypervisor's other guests) the same stack once served 81% of
-its saturated rate with a p99 of 2,228 ms while its servers got 0.92 of a CPU. So each phase is bracketed by two
+machine (other test runs, the load generator itself, a hypervisor's other guests) a stack short of CPU serves less
+and slower for reasons not its own (docs/decisions/measured-defaults.md). So each phase is bracketed by two
 readings: the CPU time of the stack's processes (every process of its process groups, with the children they
 waited for, from /proc/<pid>/stat), of this process (the load generator) and of the whole machine by kind
 (/proc/stat: busy, idle, steal). Between two readings:

@@ -33,7 +33,7 @@ class MemorySampler:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
         self.samples.append((time.time(), self.stack.rss()))

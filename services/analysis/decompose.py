@@ -17,12 +17,17 @@ from dataclasses import dataclass, field
 from services.analysis.segments import MS, Segment, partition
 from services.analysis.spans import Span
 
+COALESCE_WAIT = "waiting for the worker's next batch (front)"
+"""A request joining its worker's coalesced batch, until that batch starts."""
+RIDING = "in another request's batch (tokenize + backend)"
+"""A request whose texts went in a batch another request carried: that request's trace has the batch's own stages
+(tokenization, the backend call), this one only the time it took."""
 FRONT_STAGES = {
     "parse": "JSON parse",
     "preprocess": "preprocessing (front)",
     "postprocess": "postprocess + serialisation",
-    "coalesce wait": "waiting for a batch (front)",
-    "batch": "coalesced batch (tokenize + backend)",
+    "coalesce wait": COALESCE_WAIT,
+    "batch": RIDING,
 }
 BACKEND_STAGES = ("triton", "inference")
 BEFORE = "before the handler (network, accept queue)"
@@ -136,10 +141,10 @@ def decompose(spans: list[Span]) -> Decomposition | None:
     entry = [s for s in entry if s is not client]
     server = next((s for s in entry if s.name == "InferRequest" or s.name.startswith(("POST", "GET"))), None)
     attributes = dict(client.attributes) if client else {}
-    ended = outcome(client) if client is not None else outcome(server)
-    if server is None and client is None:
-        return None
     root = client or server
+    if root is None:
+        return None
+    ended = outcome(root)
     total = max(0, root.end_ns - root.start_ns) * MS
     if server is None or ended != OK:
         return Decomposition(root.trace_id, total, {}, attributes, ended if ended != OK else INCOMPLETE)

@@ -26,11 +26,15 @@ def stage_table(level: Level) -> list[str]:
         count = sum(level.failed.values())
         lines += [f"**Not in the table**: {count} traced requests that failed or lack server spans ({kinds}).", ""]
     lines += [
-        "| stage | p50 ms | p90 ms | p99 ms | share of mean |",
-        "|---|---:|---:|---:|---:|",
+        "| stage | in traces | p50 ms | p90 ms | p99 ms | share of mean |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for s in level.stages:
-        lines.append(f"| {s.name} | {s.p50_ms:.2f} | {s.p90_ms:.2f} | {s.p99_ms:.2f} | {s.share:.1%} |")
+        lines.append(f"| {s.name} | {s.seen:.0%} | {s.p50_ms:.2f} | {s.p90_ms:.2f} | {s.p99_ms:.2f} | {s.share:.1%} |")
+    lines += [
+        "",
+        "p50/p90/p99: over the traces the stage took time in; share of mean: of the mean end-to-end time, over all.",
+    ]
     return lines
 
 

@@ -3,8 +3,8 @@
 Spans from different hops do not nest as neatly as a tree suggests: Triton ends its `compute` span when the model
 has released its output, after the response has already gone back to the caller (so a model's compute output can
 outlive its InferRequest, the gateway's `triton` stage and even the client's span); siblings can overlap. Summing
-span durations then counts those stretches twice (the analysis of the README's tracing example added up to 103.7%,
-and its p99 waterfall titled 354 ms ended at ~404 ms). Here every instant of the request's end-to-end time belongs to
+span durations then counts those stretches twice: shares add up to more than 100% and a waterfall runs past its
+total (docs/decisions/measured-defaults.md). Here every instant of the request's end-to-end time belongs to
 exactly one stage: each segment is clipped to its parent's (clipped) stretch, a sibling that starts while an earlier
 one runs gets only the time after it, and a parent's own label gets whatever none of its children covers. The stages
 of a request therefore add up to its end-to-end time exactly; what was clipped off is reported, not dropped silently.

@@ -29,7 +29,7 @@ class Span:
         return self.end_ns - self.start_ns
 
 
-def _any(value: AnyValue):
+def _any(value: AnyValue) -> str | bool | int | float | None:
     kind = value.WhichOneof("value")
     if kind in ("array_value", "kvlist_value", "bytes_value") or kind is None:
         return str(getattr(value, kind)) if kind else None
@@ -61,7 +61,7 @@ def from_protobuf(body: bytes) -> list[Span]:
     return spans
 
 
-def _json_value(value: dict):
+def _json_value(value: dict) -> str | bool | int | float | None:
     for key in ("stringValue", "intValue", "doubleValue", "boolValue"):
         if key in value:
             return int(value[key]) if key == "intValue" else value[key]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from services.analysis.spans import Span
@@ -16,6 +17,35 @@ CREATE TABLE IF NOT EXISTS spans (
 );
 CREATE INDEX IF NOT EXISTS spans_trace ON spans (trace_id);
 """
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a store holds of a time window's spans, as they arrive."""
+
+    spans: int
+    newest_end_ns: int
+    """When the newest of them ended (0: none)."""
+    requests: int
+    """Traced requests the load generator counted (its client spans)."""
+    due: int
+    """Traces still missing spans: one whose parent has not arrived, or a client span of an answered request with no
+    server span under it (yet; or ever, for a caller's parent that is not stored)."""
+
+
+INCOMPLETE_TRACES = """
+SELECT count(DISTINCT s.trace_id) FROM spans s
+WHERE s.start_ns BETWEEN ?1 AND ?2
+AND EXISTS (SELECT 1 FROM spans r WHERE r.trace_id = s.trace_id AND r.end_ns >= ?3) AND (
+    (coalesce(s.parent_id, '') != '' AND NOT EXISTS (
+        SELECT 1 FROM spans p WHERE p.trace_id = s.trace_id AND p.span_id = s.parent_id))
+    OR (s.service = 'loadtest'
+        AND coalesce(json_extract(s.attributes, '$."error.type"'), '') = ''
+        AND CAST(coalesce(json_extract(s.attributes, '$."http.response.status_code"'), 0) AS INTEGER) < 400
+        AND NOT EXISTS (SELECT 1 FROM spans c WHERE c.trace_id = s.trace_id AND c.parent_id = s.span_id)))
+"""
+"""Traces of the window that still miss spans (`Progress.due`), among those with a span that ended at ?3 or later;
+a failed request's client span (an error, a 4xx or 5xx status) needs no server span under it."""
 
 
 class SpanStore:
@@ -62,6 +92,19 @@ class SpanStore:
             Span(t, s, p, svc, n, a, b, json.loads(attrs), json.loads(ev))
             for t, s, p, svc, n, a, b, attrs, ev in self.db.execute(query, args)
         ]
+
+    def progress(self, since_ns: int = 0, until_ns: int | None = None, live_ns: int = 0) -> Progress:
+        """What has arrived of the spans that started between `since_ns` and `until_ns` (`Progress`); traces still
+        due only among those with a span that ended at `live_ns` or later."""
+        bounds = (since_ns, until_ns if until_ns is not None else 2**63 - 1)
+        count, newest = self.db.execute(
+            "SELECT count(*), coalesce(max(end_ns), 0) FROM spans WHERE start_ns BETWEEN ? AND ?", bounds
+        ).fetchone()
+        (requests,) = self.db.execute(
+            "SELECT count(*) FROM spans WHERE service = 'loadtest' AND start_ns BETWEEN ? AND ?", bounds
+        ).fetchone()
+        (due,) = self.db.execute(INCOMPLETE_TRACES, (*bounds, live_ns)).fetchone()
+        return Progress(count, newest, requests, due)
 
     def close(self) -> None:
         self.db.close()

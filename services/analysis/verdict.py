@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from services.analysis.decompose import BEFORE, INCOMPLETE, Decomposition
+from services.analysis.decompose import BEFORE, COALESCE_WAIT, INCOMPLETE, RIDING, Decomposition
 
 
 @dataclass
@@ -17,9 +17,14 @@ class StageStats:
     p50_ms: float
     p90_ms: float
     p99_ms: float
+    """The percentiles over the traces the stage took time in (`seen`): a stage only some requests pass through
+    (riding another request's batch) shows what it costs when it happens, not the 0 of the others."""
     mean_ms: float
+    """Over every trace of the level, 0 where the stage took no time: what it adds to the mean end-to-end time."""
     share: float
     """Of the mean end-to-end time."""
+    seen: float = 1.0
+    """The share of the level's traces the stage took time in."""
 
 
 @dataclass
@@ -76,12 +81,14 @@ def _level(name: str, rate: float | None, items: list[Decomposition]) -> Level |
     stages = []
     for stage in names:
         values = np.array([t.stages.get(stage, 0.0) for t in traces])
-        p50, p90, p99 = np.percentile(values, [50, 90, 99])
-        stages.append(StageStats(stage, p50, p90, p99, float(values.mean()), float(values.mean()) / mean_total))
+        taken = values[values > 0]
+        p50, p90, p99 = np.percentile(taken, [50, 90, 99]) if taken.size else (0.0, 0.0, 0.0)
+        mean = float(values.mean())
+        stages.append(StageStats(stage, p50, p90, p99, mean, mean / mean_total, taken.size / len(traces)))
     cut = np.percentile(totals, 99)
     slow = [t for t in traces if t.total_ms >= cut] or traces
     slow_share = {s: float(np.mean([t.stages.get(s, 0.0) / t.total_ms for t in slow if t.total_ms])) for s in names}
-    slowest = max(slow_share, key=slow_share.get)
+    slowest = max(slow_share, key=slow_share.__getitem__)
     order = np.argsort(totals)
     typical = traces[int(order[len(order) // 2])]
     p99_trace = traces[int(order[min(len(order) - 1, int(0.99 * len(order)))])]
@@ -138,14 +145,27 @@ def group_levels(traces: list[Decomposition]) -> list[tuple[str, float | None, l
     groups: dict[tuple, list[Decomposition]] = defaultdict(list)
     for t in traces:
         rate = t.attributes.get("loadtest.rate")
-        attack = t.attributes.get("loadtest.attack", "")
-        groups[(float(rate) if rate not in (None, "") else None, attack)].append(t)
-    ordered = sorted(groups.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or 0.0, kv[0][1]))
-    result = []
-    for (rate, attack), items in ordered:
-        label = "closed loop" if rate == 0 else (f"{rate:g} req/s" if rate is not None else "all traces")
-        result.append((f"{attack} {label}".strip() if attack and rate is not None else label, rate, items))
-    return result
+        key = (float(rate) if rate not in (None, "") else None,) + tuple(
+            str(t.attributes.get(f"loadtest.{name}", "")) for name in ("attack", "concurrency", "mix")
+        )
+        groups[key].append(t)
+    ordered = sorted(groups.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or 0.0, kv[0][1:]))
+    return [(level_name(*key), key[0], items) for key, items in ordered]
+
+
+def level_name(rate: float | None, attack: str = "", concurrency: str = "", mix: str = "") -> str:
+    """A load level in words: "closed loop (32 concurrent requests; payload mix 'short')", "open loop at 100 req/s",
+    prefixed with the configuration a matrix measured ("clearml-w1-on: closed loop")."""
+    if rate is None:
+        return "all traces (no load generator's spans)"
+    if rate == 0:
+        name = "closed loop"
+        details = [f"{concurrency} concurrent requests"] if concurrency else []
+    else:
+        name, details = f"open loop at {rate:g} req/s", []
+    details += [f"payload mix '{mix}'"] if mix else []
+    name += f" ({'; '.join(details)})" if details else ""
+    return f"{attack}: {name}" if attack else name
 
 
 def advise(stage: str) -> tuple[str, str]:
@@ -179,7 +199,7 @@ def advise(stage: str) -> tuple[str, str]:
             f"the front's own work ({stage}) dominates: gateway/front workers spend the time, not the model",
             "raise WORKERS (preprocessing scales with front processes), or make the preprocess code cheaper",
         )
-    if stage in ("waiting for a batch (front)", "coalesced batch (tokenize + backend)"):
+    if stage in (COALESCE_WAIT, RIDING):
         return (
             "requests wait for their worker's batches to come back from the backend: the backend is the limit",
             "look at the batch carriers' traces (Triton's queue and compute); more Triton instances, or a GPU",
@@ -210,7 +230,7 @@ def analyze(traces: list[Decomposition]) -> Analysis:
         low, high = rated[0], rated[-1]
         low_means = {s.name: s.mean_ms for s in low.stages}
         deltas = {s.name: s.mean_ms - low_means.get(s.name, 0.0) for s in high.stages}
-        growing = max(deltas, key=deltas.get)
+        growing = max(deltas, key=deltas.__getitem__)
         growth = deltas[growing]
     top = top_level(levels)
     deciding = growing if growing and growth > 0.2 * top.total_p50_ms else top.dominant_stage

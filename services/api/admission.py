@@ -4,7 +4,7 @@ A request counts toward the in-flight bound (`max_inflight`) once its body has a
 headers, so connections that send their headers and then stall hold no slot (docs/decisions/request-bounds.md).
 Requests still sending their bodies have a bound
 of their own (`max_reading`, larger: each costs a task and a partial body), and the protocol's read deadline (408,
-`services.api.protocol`) ends them.
+`services.api.http_limits`) ends them.
 
 Past the in-flight bound a request gets 429, past the reading bound 503 (and the connection closed: its body need
 not be read), both with Retry-After and before anything else is spent: no body parsed, no route resolved, the answer
@@ -19,6 +19,7 @@ and before the request's lifetime.
 from __future__ import annotations
 
 import orjson
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from observability import metrics
 from observability.logging import request_id_var
@@ -45,7 +46,7 @@ class _Refusal:
         if close:
             self.headers.append((b"connection", b"close"))
 
-    async def send(self, send) -> None:
+    async def send(self, send: Send) -> None:
         body = self.head + orjson.dumps(request_id_var.get()) + b"}}"
         headers = [*self.headers, (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": self.status, "headers": headers})
@@ -88,7 +89,7 @@ class Gate:
         self.inflight -= 1
         TALLY.inc(metrics.INFLIGHT, -1.0)
 
-    async def admit(self, app, scope, receive, send) -> None:
+    async def admit(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the inference request through `app` once admitted; refuse it (429, 503) or drop it (client gone)."""
         if self.reading >= self.reading_limit:
             return await self.crowded.send(send)
@@ -113,16 +114,16 @@ class _Arrival:
 
     __slots__ = ("gate", "upstream", "first", "reading", "inflight")
 
-    def __init__(self, gate: Gate, receive):
+    def __init__(self, gate: Gate, receive: Receive):
         self.gate = gate
         self.upstream = receive
-        self.first: dict | None = None
+        self.first: Message | None = None
         """The message admission read, handed to the app's first receive()."""
         self.reading = True
         self.inflight = False
         gate.reading += 1
 
-    async def receive(self) -> dict:
+    async def receive(self) -> Message:
         if self.first is not None:
             message, self.first = self.first, None
             return message

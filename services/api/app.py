@@ -15,25 +15,33 @@ from observability.logging import setup_logging
 from observability.repeats import RepeatLimit, limit_repeats
 from observability.tally import TALLY, flush_while
 from observability.tracing import setup_tracing, shutdown_tracing
-from services.api import edge, errors, fastpath, lifetime, protocol, routes, v2
+from services.api import edge, errors, http_limits, lifetime, routes, serve_route, v2
 from services.api.admission import Gate
 from services.api.auth import ApiKeys, load_keys
 from services.api.dataplane import DataPlane
 from services.api.docs import install_docs
 from services.api.edge import Edge
+from services.api.endpoint import EndpointSource
 from services.api.errors import install_error_handlers
-from services.api.fastpath import ServeFastPath
+from services.api.http_limits import LIMITS_KEY, HttpLimits
 from services.api.lifetime import Lifetimes
-from services.api.protocol import LIMITS_KEY, HttpLimits
+from services.api.serve_route import ServeFastPath
 from services.api.v2_grpc import STOP_GRACE, start_grpc
-from services.common.backend import EndpointResolver, InferenceBackend, NoConfiguredEndpoints, ServedModel
+from services.common.backend import InferenceBackend, ServedModel
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest
 from services.common.settings import ApiSettings
 from services.common.tokenization import TextTokenizer
 from services.monitoring.drift import DriftMonitor
 
 log = logging.getLogger(__name__)
-REQUEST_LOGGERS = (edge.completion_log, errors.log, fastpath.log, lifetime.log, protocol.log, protocol.SERVER_LOG)
+REQUEST_LOGGERS = (
+    edge.completion_log,
+    errors.log,
+    serve_route.log,
+    lifetime.log,
+    http_limits.log,
+    http_limits.SERVER_LOG,
+)
 """The loggers whose error lines a client's request decides: each worker writes at most `error_log_burst` of one
 kind per `error_log_interval` (`observability.repeats`)."""
 
@@ -45,7 +53,8 @@ class StackParts:
 
     backend: InferenceBackend
     """The built-in model's backend; also what readiness asks."""
-    endpoints: EndpointResolver = field(default_factory=NoConfiguredEndpoints)
+    sources: list[EndpointSource] = field(default_factory=list)
+    """Where its endpoints beyond the built-in one come from, asked in order (a name found first wins)."""
     buckets: list[int] | None = None
     """Token-length buckets to pad to (a server that batches only equal shapes); None pads to the longest text."""
 
@@ -80,7 +89,7 @@ def create_app(
     request_loggers: tuple[logging.Logger, ...] = (),
     grpc_port: int = 0,
     grpc_setting: str = "",
-):
+) -> Edge:
     """The ASGI app a server runs: the edge (request id, API keys, admission, the request's lifetime, access
     metrics: `services.api.edge`), the /serve fast path, then FastAPI. `request_loggers`: the stack's own loggers
     whose error lines a request decides, limited as `REQUEST_LOGGERS` are. `grpc_port`: where each worker also
@@ -89,8 +98,9 @@ def create_app(
     obs = settings.observability
     setup_logging(obs.log_level, obs.log_json)
     burst, interval = settings.error_log_burst, settings.error_log_interval
-    if not any(isinstance(f, protocol.ServerLineStatus) for f in protocol.SERVER_LOG.filters):
-        protocol.SERVER_LOG.addFilter(protocol.ServerLineStatus())  # before the limit: it marks what the limit counts
+    if not any(isinstance(f, http_limits.ServerLineStatus) for f in http_limits.SERVER_LOG.filters):
+        # before the limit: it marks what the limit counts
+        http_limits.SERVER_LOG.addFilter(http_limits.ServerLineStatus())
     limit_repeats(RepeatLimit(burst, interval), *REQUEST_LOGGERS, *request_loggers)
     share = settings.completion_log_sample  # `serving logs --request-id` reads it back when it finds no line
     log.info(
@@ -114,9 +124,9 @@ def create_app(
         stack = parts(manifest, monitor)
         builtin = builtin_model(settings, manifest, stack) if manifest is not None else None
         await stack.backend.start()
-        await stack.endpoints.start()
+        dataplane = DataPlane(settings, builtin, stack.backend, stack.sources)
+        await dataplane.catalog.start()
         await monitor.start()
-        dataplane = DataPlane(settings, builtin, stack.backend, stack.endpoints)
         app.state.dataplane = dataplane
         await dataplane.warm_up()
         grpc_server = None
@@ -133,13 +143,13 @@ def create_app(
             flusher.cancel()
             TALLY.flush()
             await monitor.stop()
-            await stack.endpoints.stop()
+            await dataplane.catalog.stop()
             await stack.backend.stop()
             shutdown_tracing()
 
     app = FastAPI(title=f"{service_name} serving API", lifespan=lifespan, docs_url=None, redoc_url=None)
     install_docs(app)  # Swagger UI and ReDoc from local assets: /docs works offline
-    app.include_router(fastpath.router)  # documents /serve; the ServeFastPath door in front answers it
+    app.include_router(serve_route.router)  # documents /serve; the ServeFastPath door in front answers it
     app.include_router(routes.router)
     app.include_router(v2.router)
     for extra in routers:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import hmac
 from pathlib import Path
 
+from starlette.types import Receive, Scope, Send
+
 from services.api.errors import error_response
 from services.api.paths import METRICS, PROTECTED
 from services.common.errors import ConfigurationError, Unauthorized
@@ -66,7 +68,7 @@ class ApiKeys:
         # every key compared, so the time taken says nothing about which one (or how much of one) matched
         return sum(hmac.compare_digest(given, key) for key in self.keys) > 0
 
-    async def refuse(self, scope, receive, send) -> None:
+    async def refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         error = Unauthorized("send an API key as 'Authorization: Bearer <key>' (the openai client's api_key)")
         response = error_response(error)
         response.headers["WWW-Authenticate"] = "Bearer"

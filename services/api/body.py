@@ -118,7 +118,7 @@ def validate(schema: type[Model], data: Any) -> Model:
         raise InvalidInput(f"{where}{message}", param=field) from None
 
 
-def validation_field(error: dict) -> str | None:
+def validation_field(error: Mapping[str, Any]) -> str | None:
     """The dotted field of a pydantic validation error, as a message may carry it: a client's own keys can be in
     it (an unknown field, a key of a mapping), so it is cut short and escaped."""
     field = ".".join(str(part) for part in error["loc"])

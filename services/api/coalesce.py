@@ -155,7 +155,9 @@ class Coalescer:
             return []
         first = self.pending[0]
         max_tokens = self.max_tokens or float("inf")
-        batch, count, tokens, rest = [], 0, 0, []
+        batch: list[Job] = []
+        rest: list[Job] = []
+        count, tokens = 0, 0
         for job in self.pending:
             fits = not batch or (count + len(job.texts) <= self.max_texts and tokens + job.tokens <= max_tokens)
             if job.truncate == first.truncate and fits:
@@ -190,8 +192,10 @@ class Coalescer:
         now = time.time_ns()
         for job in jobs:
             job.started_ns = now
-        deadlines = [job.deadline for job in jobs]
-        deadline_var.set(None if None in deadlines else max(deadlines))  # in the batch's own copy of the context
+        deadlines = [job.deadline for job in jobs if job.deadline is not None]
+        deadline_var.set(
+            max(deadlines) if len(deadlines) == len(jobs) else None
+        )  # in the batch's own copy of the context
         try:
             encoded, good = await self.encode(jobs)
             if encoded is None:

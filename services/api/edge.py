@@ -33,6 +33,7 @@ from functools import partial
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from observability import metrics
 from observability.logging import request_id_var, trace_id_var
@@ -63,7 +64,7 @@ def _request_ids():
 class Edge:
     def __init__(
         self,
-        app,
+        app: ASGIApp,
         service_name: str,
         gate: Gate,
         lifetimes: Lifetimes,
@@ -138,7 +139,7 @@ class Edge:
             attributes={"http.request.method": scope["method"], "url.path": shown_path(path)},
         )
 
-    async def _pass(self, scope, receive, send) -> None:
+    async def _pass(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The API key, then, for an inference request, admission and its lifetime; then the app."""
         keys = self.keys
         if keys is not None and scope["path"].startswith(keys.prefixes) and not keys.allowed(scope["headers"]):

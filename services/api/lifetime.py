@@ -29,6 +29,8 @@ import asyncio
 import logging
 import time
 
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from services.api.errors import error_response
 from services.api.paths import shown_path
 from services.common.deadline import deadline_var
@@ -67,7 +69,7 @@ def requested_timeout(headers: list[tuple[bytes, bytes]]) -> float | None:
     return None
 
 
-def _route(scope) -> tuple[str, str]:
+def _route(scope: Scope) -> tuple[str, str]:
     return scope["method"], shown_path(scope["path"])
 
 
@@ -80,7 +82,7 @@ class Lifetimes:
         self.active: set[_Watch] = set()
         self._ticker: asyncio.TimerHandle | None = None
 
-    async def run(self, app, scope, receive, send) -> None:
+    async def run(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """The request through `app` under its deadline, ended when its client leaves."""
         try:
             asked = requested_timeout(scope["headers"])
@@ -119,10 +121,13 @@ class _Watch:
         "cancelled", "closed",
     )  # fmt: skip
 
-    def __init__(self, receive, send, timeout: float):
+    def __init__(self, receive: Receive, send: Send, timeout: float):
         self.upstream = receive
         self.downstream = send
-        self.task = asyncio.current_task()
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a request's lifetime is watched from the task that serves it")
+        self.task = task
         self.start = time.monotonic()
         self.deadline = self.start + timeout
         self.watcher: asyncio.Task | None = None
@@ -136,7 +141,7 @@ class _Watch:
         self.cancelled = False
         self.closed = False
 
-    async def receive(self) -> dict:
+    async def receive(self) -> Message:
         message = await self.upstream()
         if message["type"] == "http.disconnect":
             if self.started or self.ending is not None:
@@ -149,7 +154,7 @@ class _Watch:
                 self._watch_connection()
         return message
 
-    async def send(self, message) -> None:
+    async def send(self, message: Message) -> None:
         self.started = True
         await self.downstream(message)
 
@@ -175,7 +180,7 @@ class _Watch:
         self.cancelled = True
         self.task.cancel()
 
-    async def answer(self, scope, receive, send, timeout: float) -> None:
+    async def answer(self, scope: Scope, receive: Receive, send: Send, timeout: float) -> None:
         """The cancelled request's answer: 504 past its deadline; nothing (499 for the metrics) when its client left."""
         if self.cancelled:
             self.task.uncancel()
@@ -199,8 +204,8 @@ class _Watch:
             waited,
             extra={"status": 499},
         )
-        for message in _CLIENT_CLOSED:
-            await send(message)
+        for event in _CLIENT_CLOSED:
+            await send(event)
 
     def close(self) -> None:
         self.closed = True

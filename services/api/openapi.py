@@ -46,7 +46,11 @@ DESCRIPTIONS = {
 }
 
 
-def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+Responses = dict[int | str, dict[str, Any]]
+"""What a route's `responses` takes: a description (and schema) by status code."""
+
+
+def errors(*codes: int) -> Responses:
     return {code: {"model": ErrorBody, "description": DESCRIPTIONS[code]} for code in codes}
 
 
@@ -116,7 +120,7 @@ def with_examples(router: APIRouter, named: dict[tuple[str, str], dict[str, Any]
     the routers it includes too."""
     for route in routes_of(router):
         for (method, path), found in named.items():
-            if method in route.methods and path == route.path:
+            if method in (route.methods or ()) and path == route.path:
                 body = {"content": {"application/json": {"examples": examples(found)}}}
                 route.openapi_extra = (route.openapi_extra or {}) | {"requestBody": body}
     return router
@@ -137,8 +141,15 @@ INFERENCE_ERRORS = errors(400, 401, 404, 413, 422, 429, 500, 503, 504)
 SERVE_BODY = json_body(ServeRequest, SERVE_EXAMPLES)
 EMBEDDINGS_BODY = json_body(EmbeddingsRequest, EMBEDDINGS_EXAMPLES)
 V2_BODY = json_body(V2InferenceRequest, V2_EXAMPLES)
-OK = {200: {"model": Open, "description": "The answer"}}
-V2_ANSWER = {
+
+
+def ok(model: type, description: str) -> Responses:
+    """A 200 answer of `model`'s schema."""
+    return {200: {"model": model, "description": description}}
+
+
+OK = ok(Open, "The answer")
+V2_ANSWER: Responses = {
     200: {
         "model": Open,
         "description": "The answer: JSON, or with `binary_data_output` the binary tensor extension (a JSON header of "
@@ -146,4 +157,4 @@ V2_ANSWER = {
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
     }
 }
-NOT_READY = {503: {"model": Open, "description": "Not ready yet (Retry-After)"}}
+NOT_READY: Responses = {503: {"model": Open, "description": "Not ready yet (Retry-After)"}}

@@ -1,4 +1,4 @@
-"""The serving API's route table, the one place that knows it: the route declarations (`fastpath`, `routes`, `v2`)
+"""The serving API's route table, the one place that knows it: the route declarations (`serve_route`, `routes`, `v2`)
 take their paths from here, and every rule that sorts requests by path asks here: which requests run a model
 (admission bounds only those), which need an API key (auth), the route label of the access metrics (the edge), and
 the endpoint and version a `/serve` path names (the fast path)."""

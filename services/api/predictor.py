@@ -128,7 +128,7 @@ class Predictor:
         if found is None:
             alive, tokenizer = weakref.ref(model), model.tokenizer
 
-            async def encode(jobs: list[Job]):
+            async def encode(jobs: list[Job]) -> tuple[EncodedBatch | None, list[Job]]:
                 with stage(PREPROCESS):
                     if inline(0, sum(job.chars for job in jobs)):
                         return encode_jobs(tokenizer, jobs)
@@ -138,8 +138,11 @@ class Predictor:
                     fail_jobs(failed)  # back on the loop: futures are not thread-safe
                     return encoded, good
 
-            async def infer(encoded):
-                outputs = await self._run(alive(), encoded)  # alive: the callers riding this batch hold it
+            async def infer(encoded: EncodedBatch) -> np.ndarray:
+                held = alive()  # alive: the callers riding this batch hold it
+                if held is None:
+                    raise RuntimeError("a batch ran for a model version no caller holds")
+                outputs = await self._run(held, encoded)
                 TALLY.observe(metrics.COALESCED_TEXTS, len(encoded.token_counts))
                 return outputs
 
@@ -157,7 +160,9 @@ class Predictor:
             weakref.finalize(model, self._coalescers.pop, key, None)
         return found
 
-    async def _coalesced(self, model: ServedModel, texts: list[str], truncate: bool, tokens: int, chars: int):
+    async def _coalesced(
+        self, model: ServedModel, texts: list[str], truncate: bool, tokens: int, chars: int
+    ) -> Prediction:
         """Joined with the worker's concurrent predictions of the same model (`services.api.coalesce`)."""
         batched, job = await self._coalescer(model).submit(texts, truncate, tokens, chars)
         done = time.time_ns()

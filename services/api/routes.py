@@ -1,4 +1,4 @@
-"""The FastAPI routes of the serving API other than `/serve` (its door is `fastpath`) and `/v2` (`v2`): the OpenAI
+"""The FastAPI routes of the serving API other than `/serve` (its door is `serve_route`) and `/v2` (`v2`): the OpenAI
 embeddings route, which translates its body to the data plane and the prediction back, and the OpenAI models list
 (the names it accepts); health; metrics."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Path, Request
@@ -16,9 +17,9 @@ from services.api import paths
 from services.api.body import read_json, validate
 from services.api.catalog import Catalog
 from services.api.dataplane import Answer, DataPlane, Prediction
-from services.api.fastpath import respond
-from services.api.openapi import EMBEDDINGS_BODY, INFERENCE_ERRORS, NOT_READY, OK, errors
+from services.api.openapi import EMBEDDINGS_BODY, INFERENCE_ERRORS, NOT_READY, OK, errors, ok
 from services.api.payloads import dumps
+from services.api.serve_route import respond
 from services.common.backend import ServedModel
 from services.common.errors import InvalidInput, NotFound
 from services.common.schemas import EmbeddingsRequest, ModelCard, ModelList
@@ -106,7 +107,7 @@ def _json(payload: ModelList | ModelCard) -> Response:
 @router.get(
     paths.MODELS,
     summary="OpenAI-compatible list of the models /v1/embeddings accepts",
-    responses={200: {"model": ModelList, "description": "The models"}} | errors(401),
+    responses=ok(ModelList, "The models") | errors(401),
 )
 async def list_models(request: Request) -> Response:
     return _json(ModelList(data=model_cards(_dataplane(request).catalog)))
@@ -115,7 +116,7 @@ async def list_models(request: Request) -> Response:
 @router.get(
     paths.MODEL,
     summary="OpenAI-compatible description of one model /v1/embeddings accepts",
-    responses={200: {"model": ModelCard, "description": "The model"}} | errors(401, 404),
+    responses=ok(ModelCard, "The model") | errors(401, 404),
 )
 async def retrieve_model(request: Request, model: str = MODEL) -> Response:
     cards = model_cards(_dataplane(request).catalog)
@@ -138,10 +139,10 @@ async def ready(request: Request) -> JSONResponse:
     dataplane = _dataplane(request)
     ok = await dataplane.is_ready()
     catalog = dataplane.catalog
-    body = {"status": "ready" if ok else "not ready", "endpoints": catalog.names()}
-    if config_errors := catalog.endpoints.errors():
+    body: dict[str, Any] = {"status": "ready" if ok else "not ready", "endpoints": catalog.names()}
+    if config_errors := catalog.errors():
         body["config_errors"] = config_errors  # the valid endpoints are served; these are not
-    body |= catalog.endpoints.health()  # e.g. the deployment state store unreachable: the last state serves on
+    body |= catalog.health()  # e.g. the deployment state store unreachable: the last state serves on
     if catalog.builtin:
         model = catalog.builtin.model
         body |= {"model": model.manifest.name, "version": model.version, "device": model.backend.device}

@@ -6,6 +6,7 @@ by default. A request is read and checked whole (`v2_request`) before the data p
 from __future__ import annotations
 
 from importlib.metadata import version as package_version
+from typing import Any
 
 import numpy as np
 import orjson
@@ -44,7 +45,7 @@ def model_metadata_of(dataplane: DataPlane, model: ServedModel) -> dict:
     output = model.manifest.output
     return {
         "name": model.endpoint,
-        "versions": dataplane.catalog.resolve(model.endpoint).versions(),
+        "versions": dataplane.catalog.model_endpoint(model.endpoint).versions(),
         "platform": "transformer-serving",
         "inputs": [{"name": V2_INPUT, "datatype": V2_DATATYPE, "shape": [-1, 1]}],
         "outputs": [{"name": output.name, "datatype": output.dtype, "shape": output.shape}],
@@ -95,9 +96,9 @@ def _render(model: ServedModel, prediction: Prediction, request: V2InferenceRequ
     """The contract output as one tensor: JSON data, or binary after the JSON header when the request asks; the
     device it was computed on in `x-device`."""
     output = model.manifest.output
-    array = prediction.outputs.astype(output.numpy_dtype, copy=False)
-    entry = {"name": output.name, "datatype": output.dtype, "shape": list(array.shape)}
-    payload = {"model_name": model.endpoint, "model_version": model.version, "outputs": [entry]}
+    array: np.ndarray = prediction.outputs.astype(output.numpy_dtype, copy=False)
+    entry: dict[str, Any] = {"name": output.name, "datatype": output.dtype, "shape": list(array.shape)}
+    payload: dict[str, Any] = {"model_name": model.endpoint, "model_version": model.version, "outputs": [entry]}
     if request.id is not None:
         payload["id"] = request.id
     if request.wants_binary(output.name):

@@ -22,7 +22,7 @@ import logging
 import os
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import grpc
@@ -77,7 +77,7 @@ def _request_ids():
         yield f"{prefix}-{number:x}"
 
 
-def _request_id(context, ids) -> str:
+def _request_id(context: grpc.aio.ServicerContext, ids: Iterator[str]) -> str:
     """The caller's `x-request-id` metadata if short and safe (as on HTTP: `edge.REQUEST_ID`), else one of ours."""
     for key, value in context.invocation_metadata():
         if key == "x-request-id" and isinstance(value, str) and REQUEST_ID.fullmatch(value.encode()):
@@ -96,32 +96,42 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         self.request_ids = _request_ids()
         self.tracer = get_tracer(__name__)
 
-    async def ServerLive(self, request: pb.ServerLiveRequest, context) -> pb.ServerLiveResponse:
+    async def ServerLive(
+        self, request: pb.ServerLiveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerLiveResponse:
         async def live() -> pb.ServerLiveResponse:
             return pb.ServerLiveResponse(live=True)
 
         return await self._call("ServerLive", context, live)
 
-    async def ServerReady(self, request: pb.ServerReadyRequest, context) -> pb.ServerReadyResponse:
+    async def ServerReady(
+        self, request: pb.ServerReadyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerReadyResponse:
         async def ready() -> pb.ServerReadyResponse:
             return pb.ServerReadyResponse(ready=await self.dataplane.is_ready())
 
         return await self._call("ServerReady", context, ready)
 
-    async def ServerMetadata(self, request: pb.ServerMetadataRequest, context) -> pb.ServerMetadataResponse:
+    async def ServerMetadata(
+        self, request: pb.ServerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerMetadataResponse:
         async def metadata() -> pb.ServerMetadataResponse:
             return pb.ServerMetadataResponse(**server_metadata_of())
 
         return await self._call("ServerMetadata", context, metadata)
 
-    async def ModelReady(self, request: pb.ModelReadyRequest, context) -> pb.ModelReadyResponse:
+    async def ModelReady(
+        self, request: pb.ModelReadyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelReadyResponse:
         async def ready() -> pb.ModelReadyResponse:
             self._model(request.name, request.version)  # NOT_FOUND for a name the server does not serve
             return pb.ModelReadyResponse(ready=await self.dataplane.is_ready())
 
         return await self._call("ModelReady", context, ready)
 
-    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context) -> pb.ModelMetadataResponse:
+    async def ModelMetadata(
+        self, request: pb.ModelMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelMetadataResponse:
         async def metadata() -> pb.ModelMetadataResponse:
             found = model_metadata_of(self.dataplane, self._model(request.name, request.version))
             return pb.ModelMetadataResponse(
@@ -134,7 +144,9 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
 
         return await self._call("ModelMetadata", context, metadata)
 
-    async def ModelInfer(self, request: pb.ModelInferRequest, context) -> pb.ModelInferResponse:
+    async def ModelInfer(
+        self, request: pb.ModelInferRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelInferResponse:
         async def infer() -> pb.ModelInferResponse:
             served = self._model(request.model_name, request.model_version)
 
@@ -149,7 +161,9 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
     def _model(self, name: str, version: str) -> ServedModel:
         return self.dataplane.catalog.model_for(name, version or None)
 
-    async def _call(self, method: str, context, work: Callable[[], Awaitable[T]], inference: bool = False) -> T:
+    async def _call(
+        self, method: str, context: grpc.aio.ServicerContext, work: Callable[[], Awaitable[T]], inference: bool = False
+    ) -> T:
         """`work` behind the edge's steps, under its request id and, when tracing, a server span joined to the
         caller's `traceparent` metadata; its outcome in the access metrics."""
         route = f"/{SERVICE}/{method}"
@@ -182,7 +196,12 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             request_id_var.reset(token)
 
     async def _answer(
-        self, route: str, context, work: Callable[[], Awaitable[T]], inference: bool, outcome: _Outcome
+        self,
+        route: str,
+        context: grpc.aio.ServicerContext,
+        work: Callable[[], Awaitable[T]],
+        inference: bool,
+        outcome: _Outcome,
     ) -> T:
         """The key, then for an inference a slot and the deadline, then `work`; a ServingError is answered with its
         status and message, the request id and (when retrying helps) `retry-after` in the trailing metadata."""
@@ -216,7 +235,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             )
             raise
 
-    async def _admitted(self, context, work: Callable[[], Awaitable[T]]) -> T:
+    async def _admitted(self, context: grpc.aio.ServicerContext, work: Callable[[], Awaitable[T]]) -> T:
         """`work` in an in-flight slot, under the shorter of the caller's deadline and the server's timeout."""
         self.gate.enter()
         try:
@@ -247,7 +266,7 @@ class _Outcome:
         self.grpc = grpc.StatusCode.INTERNAL
 
 
-def _headers(context) -> list[tuple[bytes, bytes]]:
+def _headers(context: grpc.aio.ServicerContext) -> list[tuple[bytes, bytes]]:
     return [(key.encode(), value.encode()) for key, value in context.invocation_metadata() if isinstance(value, str)]
 
 
@@ -288,7 +307,7 @@ def parse_infer(request: pb.ModelInferRequest, output: str) -> Inference:
 def render(model: ServedModel, prediction: Prediction, request: Inference) -> pb.ModelInferResponse:
     """The contract output as one tensor in `raw_output_contents` (what tritonclient's `as_numpy` reads)."""
     output = model.manifest.output
-    array = np.ascontiguousarray(prediction.outputs.astype(output.numpy_dtype, copy=False))
+    array: np.ndarray = np.ascontiguousarray(prediction.outputs.astype(output.numpy_dtype, copy=False))
     return pb.ModelInferResponse(
         model_name=model.endpoint,
         model_version=model.version,

@@ -171,7 +171,8 @@ def binary_texts(blob: bytes) -> list[str]:
     """The BYTES elements of the binary extension (each a 4-byte little-endian length, then its bytes) as UTF-8
     texts. tritonclient's `deserialize_bytes_tensor` trusts the lengths; this refuses a length that runs past the
     end (such as 0xFFFFFFF0), a tail too short for a length, and bytes that are not UTF-8."""
-    texts, offset, end = [], 0, len(blob)
+    texts: list[str] = []
+    offset, end = 0, len(blob)
     while offset < end:
         where = f"field 'inputs.0': binary element {len(texts)} (at byte {offset})"
         if end - offset < _PREFIX.size:

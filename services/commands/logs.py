@@ -12,10 +12,12 @@ from services.common.settings import RunSettings
 
 
 def logs(
-    service: str = typer.Option(None, "--service", help="Only this process: gateway, controller, triton, fastapi, ..."),
-    request_id: str = typer.Option(None, "--request-id", help="Only the lines of this request (x-request-id)."),
-    trace_id: str = typer.Option(None, "--trace-id", help="Only the lines of this trace."),
-    since: str = typer.Option(None, "--since", help="Only lines newer than this: 30s, 10m, 2h, 1d."),
+    service: str | None = typer.Option(
+        None, "--service", help="Only this process: gateway, controller, triton, fastapi, ..."
+    ),
+    request_id: str | None = typer.Option(None, "--request-id", help="Only the lines of this request (x-request-id)."),
+    trace_id: str | None = typer.Option(None, "--trace-id", help="Only the lines of this trace."),
+    since: str | None = typer.Option(None, "--since", help="Only lines newer than this: 30s, 10m, 2h, 1d."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
     as_json: bool = typer.Option(False, "--json", help="The JSON lines themselves."),
 ) -> None:
@@ -41,7 +43,7 @@ def logs(
         raise typer.Exit(1)
     if follow:
         try:
-            for entry in follow_logs(log_dir, **filters):
+            for entry in follow_logs(log_dir, filters=filters):
                 show(entry)
         except KeyboardInterrupt:
             pass

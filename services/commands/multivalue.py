@@ -11,7 +11,12 @@ follow such an option's values directly: put it first (`serving model canary END
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typer.core import TyperCommand, TyperGroup, TyperOption  # Typer's own classes: it vendors Click
+
+if TYPE_CHECKING:
+    from typer._click import Command, Context
 
 
 def is_option(token: str) -> bool:
@@ -55,7 +60,7 @@ def expand(command: TyperCommand, args: list[str]) -> list[str]:
 class MultiValueGroup(TyperGroup):
     """A `serving` command group whose commands' repeatable options also take several values after one flag."""
 
-    def resolve_command(self, ctx, args: list[str]):
+    def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
         if isinstance(command, TyperCommand):
             rest = expand(command, rest)

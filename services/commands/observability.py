@@ -1,5 +1,5 @@
-"""`serving observability`: a local Prometheus over the stack, recorded in the run directory like the stack's own
-processes, so `serving down` stops it too."""
+"""`serving observability`: a local Prometheus over the stack of this run directory (scraping the ports that stack
+recorded), recorded in the run directory like the stack's own processes, so `serving down` stops it too."""
 
 from __future__ import annotations
 
@@ -16,13 +16,24 @@ PAGES = {"graph": "queries", "targets": "what it scrapes, and why a job is down"
 def observability(
     port: int = typer.Option(9090, help="Prometheus web port."),
 ) -> None:
-    """Start a local Prometheus scraping the stack, Triton and the load generator (stopped by `serving down`)."""
+    """Start a local Prometheus scraping this run directory's stack, Triton and the load generator (stopped by
+    `serving down`); with no stack running there, the default ports of `make up`."""
+    from services.common.private import private_dir, write_private
     from services.launcher import Launcher, PortClaim, check_ports
-    from services.prometheus import CONFIG_DIR, prometheus_process
+    from services.prometheus import default_targets, prometheus_process, render_config, stack_targets
 
     run_dir = RunSettings().run_dir
+    targets = stack_targets(run_dir)
+    if targets is None:
+        targets = default_targets()
+        console.print(f"no stack runs in {run_dir}: scraping the default ports of `make up`")
+    else:
+        console.print(f"scraping the stack running in {run_dir}")
+    for job, addresses in targets.items():
+        console.print(f"  {job}: {', '.join(addresses) or 'nothing (not part of this stack)'}", markup=False)
     try:
-        spec = prometheus_process(CONFIG_DIR / "prometheus.yml", run_dir / "prometheus-data", port)
+        config = write_private(private_dir(run_dir) / "prometheus.yml", render_config(targets))
+        spec = prometheus_process(config, run_dir / "prometheus-data", port)
         check_ports([PortClaim(port, "Prometheus", "--port")])
         Launcher(run_dir).start_ready(spec, detach=True, timeout=60)
     except ServingError as error:

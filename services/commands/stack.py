@@ -13,7 +13,7 @@ from services.commands.supervise import announce, plan_stack, run_supervisor, st
 from services.common.cli import console, fail
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US, device_refusal, gpu_present
 from services.common.private import PRIVATE_UMASK
-from services.common.settings import RunSettings
+from services.common.settings import RunSettings, unread_endpoints_file
 
 if TYPE_CHECKING:  # imported where used, so that `serving --help` stays quick
     from services.stacks import StackOptions
@@ -41,12 +41,15 @@ CONTROLLER_METRICS_PORT = typer.Option(
 )
 PADDING = typer.Option("ragged", help="How variable-length inputs batch in Triton: ragged | bucket.")
 TRITON_MAX_QUEUE = typer.Option(
-    0, min=0, help="Bound Triton's queues (503 past it); 0: unbounded (a bound costs a ~500 ms p99 tail)."
+    0,
+    min=0,
+    help="Bound Triton's queues (503 past it); 0: unbounded (a bound lengthens the p99 tail: "
+    "docs/decisions/triton-defaults.md).",
 )
 SPIN = typer.Option(
     False,
-    help="ONNX Runtime's threads in Triton's encoder spin between runs: ~2 ms lower p50 at low load, cores "
-    "burnt while idle, less throughput when the cores are shared.",
+    help="ONNX Runtime's threads in Triton's encoder spin between runs: a lower p50 at low load, cores burnt while "
+    "idle, less throughput when the cores are shared (docs/decisions/triton-defaults.md).",
 )
 DEVICE = typer.Option(
     "cpu",
@@ -56,7 +59,9 @@ DEVICE = typer.Option(
 )
 SIM_FIXED_US = typer.Option(DEFAULT_FIXED_US, min=0.0, help="--device sim: device time of every batch, us.")
 SIM_PER_TOKEN_US = typer.Option(DEFAULT_PER_TOKEN_US, min=0.0, help="--device sim: device time a padded token, us.")
-ENDPOINTS_FILE = typer.Option(Path("endpoints.json"), help="clearml: the gateway's endpoint file.")
+ENDPOINTS_FILE = typer.Option(
+    None, help="clearml: the gateway's endpoint file; default: endpoints.json in the run directory (SERVING_RUN_DIR)."
+)
 OTLP_ENDPOINT = typer.Option(
     None, help="Trace every service (Triton included) to this OTLP/HTTP URL, e.g. http://127.0.0.1:4318/v1/traces."
 )
@@ -97,7 +102,7 @@ def up(
     device: str = DEVICE,
     sim_fixed_us: float = SIM_FIXED_US,
     sim_per_token_us: float = SIM_PER_TOKEN_US,
-    endpoints_file: Path = ENDPOINTS_FILE,
+    endpoints_file: Path | None = ENDPOINTS_FILE,
     otlp_endpoint: str = OTLP_ENDPOINT,
     traces: bool = TRACES,
     trace_ratio: float = TRACE_RATIO,
@@ -116,6 +121,8 @@ def up(
     if refusal := device_refusal(device, *(local_providers() if device == "cuda" else ([], False))):
         fail(ValueError(refusal))
     run = RunSettings()
+    if endpoints_file is None and stack == "clearml" and (note := unread_endpoints_file(run.run_dir)):
+        console.print(note, markup=False)
     options = StackOptions(
         stack=stack,
         workers=workers,

@@ -34,11 +34,11 @@ def plan_stack(options: StackOptions) -> list[ProcessSpec]:
     """The stack's processes, every port they bind checked free at once; a problem ends the command with the reason
     before anything starts."""
     from services.launcher import check_ports
-    from services.stacks import port_claims, stack_processes
+    from services.stacks import port_claims, stack_processes, unclaimed_ports
 
     try:
         specs = stack_processes(options)
-        check_ports(port_claims(options, specs))
+        check_ports(port_claims(options, specs), unclaimed_ports(options))
     except (ServingError, OSError) as error:
         fail(error)
     return specs

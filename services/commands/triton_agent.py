@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -39,7 +40,7 @@ def triton_agent(
     from services.replica.host import run
     from services.replica.settings import AgentSettings
 
-    given = {
+    given: dict[str, Any] = {
         "address": address,
         "http_port": http_port,
         "grpc_port": grpc_port,

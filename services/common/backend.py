@@ -4,10 +4,8 @@
   stack; a Triton model version over gRPC for the gateway).
 - A `ServedModel` is one model version the data plane can run: its contract (manifest), its own tokenizer, its
   backend.
-- Endpoints are what `/serve/{endpoint}` names: each answers a request with its `run(call, predict)`. A
-  `ModelEndpoint` holds one or more live versions and picks the one that answers a request (its traffic policy); a
-  `PipelineEndpoint` is clearml-serving's preprocess -> engine -> postprocess. Their runs are the data plane's
-  (`ModelRun`, `PipelineRun`); an endpoint class inherits one. An `EndpointResolver` finds either by name.
+- What an endpoint's `run` gets and gives (`ServeCall`, `Answer`, `Predict`, a pipeline step's `Collect`); the
+  endpoint kinds themselves are `services.api.endpoint`'s.
 
 The data plane (`services.api.dataplane`) is built from these and does not know which stack it serves.
 """
@@ -16,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -87,103 +84,5 @@ class ServeCall:
     """The custom statistics declared for the endpoint (`services.monitoring.statistics.EndpointMetrics`), or None."""
 
 
-class EndpointKind(Enum):
-    """What an endpoint is (set by the run it inherits): the protocols that name a model (OpenAI, Open Inference)
-    run only a model endpoint's versions."""
-
-    MODEL = "model"
-    """A text model (`ModelEndpoint`): its texts are tokenized and run by the version its policy chose."""
-    PIPELINE = "pipeline"
-    """User code (`PipelineEndpoint`): the raw body goes through its steps, one after the other."""
-
-
-class Endpoint(Protocol):
-    """What `/serve/{endpoint}` names."""
-
-    kind: EndpointKind
-    name: str
-
-    async def run(self, call: ServeCall, predict: Predict) -> Answer:
-        """Answer one request; raises ServingError subclasses (an error in user code is the request's error)."""
-
-
-class ModelEndpoint(Endpoint, Protocol):
-    def choose(self, version: str | None, routing_key: str | None) -> ServedModel:
-        """`version` if it is live (else NotFound naming the live ones), or the one the traffic policy picks;
-        the same `routing_key` picks the same version while the policy stays the same."""
-
-    def versions(self) -> list[str]:
-        """The live versions."""
-
-
 Collect = Callable[[dict | None], None]
 """clearml-serving's `collect_custom_statistics_fn`: a step reports values of the request's declared variables."""
-
-
-class PipelineEndpoint(Endpoint, Protocol):
-    """An endpoint declared in configuration (clearml-serving's preprocess -> engine -> postprocess). Each step gets
-    the previous one's result, the request's own `state` dict and its `collect`; each raises ServingError
-    subclasses (an error in user code is the request's error, never the worker's)."""
-
-    version: str
-    stage: str
-    """Name of the stage `process` is timed under (`triton`, `inference`), as `InferenceBackend.stage`."""
-
-    def accept(self, version: str | None) -> None:
-        """Raise NotFound unless `version` (from `/serve/{endpoint}/{version}`) is one this endpoint answers."""
-
-    async def preprocess(self, body: Any, state: dict, collect: Collect) -> Any: ...
-
-    async def process(self, data: Any, state: dict, collect: Collect) -> Any:
-        """The engine: the user's `process`, or the declared tensors through Triton or ONNX Runtime."""
-
-    async def postprocess(self, data: Any, state: dict, collect: Collect) -> Any:
-        """The JSON-able response."""
-
-
-class EndpointResolver(Protocol):
-    """Finds the endpoint of a name beyond the stack's built-in one."""
-
-    def resolve(self, name: str) -> ModelEndpoint | PipelineEndpoint | None:
-        """The endpoint served as `name` (its own `name` is that name: its metrics and logs carry it), or None."""
-
-    def names(self) -> list[str]:
-        """Every endpoint it serves now (for 404 messages)."""
-
-    def errors(self) -> dict[str, str]:
-        """Configuration problems: what is not served, and why (for readiness and status output)."""
-
-    def health(self) -> dict[str, str]:
-        """What `/health/ready` adds about the sources it follows (the deployment state store's reachability)."""
-
-    def declared(self, name: str) -> Any:
-        """The custom statistics declared for endpoint `name` (`services.monitoring.statistics.EndpointMetrics`)."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-class NoConfiguredEndpoints:
-    """The FastAPI baseline: only the built-in endpoint."""
-
-    def resolve(self, name: str) -> None:
-        return None
-
-    def names(self) -> list[str]:
-        return []
-
-    def errors(self) -> dict[str, str]:
-        return {}
-
-    def health(self) -> dict[str, str]:
-        return {}
-
-    def declared(self, name: str) -> None:
-        return None
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None

@@ -61,7 +61,9 @@ class OnnxModel:
         self.output_names = [o.name for o in self.session.get_outputs()]
         self._shrinking = ort.RunOptions()
         self._shrinking.add_run_config_entry(ARENA_SHRINKAGE, "cpu:0")
-        self._smallest = {spec.name: np.zeros((1, 1), spec.numpy_dtype) for spec in manifest.inputs}
+        self._smallest: dict[str, np.ndarray] = {
+            spec.name: np.zeros((1, 1), spec.numpy_dtype) for spec in manifest.inputs
+        }
 
     def run(self, feeds: dict[str, np.ndarray], options: ort.RunOptions | None = None) -> np.ndarray:
         """Run the model on named inputs; returns the first (contract) output. `options`: a caller that may stop the

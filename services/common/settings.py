@@ -27,6 +27,29 @@ class RunSettings(BaseSettings):
     """The shared deployment state store (`SERVING_STATE_URL`) the stack's gateway and controller use; None: the
     embedded SQLite file under the run directory (`default_state_url`)."""
 
+    @property
+    def endpoints_file(self) -> Path:
+        """The gateway's endpoint file of this run, the default of `serving up --endpoints-file` and of `serving
+        endpoints|metrics --file`: `<run_dir>/endpoints.json`, so runs with different run directories share none."""
+        return default_endpoints_file(self.run_dir)
+
+
+def default_endpoints_file(run_dir: Path) -> Path:
+    """The endpoint file of a run directory: `<run_dir>/endpoints.json`."""
+    return Path(run_dir) / "endpoints.json"
+
+
+def unread_endpoints_file(run_dir: Path) -> str | None:
+    """A note when the shell's directory holds an `endpoints.json`, the default of earlier versions, and the run
+    directory none: it is not read any more, and the note says how to keep its endpoints."""
+    old, new = Path("endpoints.json"), default_endpoints_file(run_dir)
+    if not old.is_file() or new.exists() or old.resolve() == new.resolve():
+        return None
+    return (
+        f"note: ./endpoints.json is not read: the endpoint file is now the run directory's, {new}; "
+        f"to keep its endpoints, `mv endpoints.json {new}` (or name it: --file / --endpoints-file endpoints.json)"
+    )
+
 
 def default_state_url(run_dir: Path) -> str:
     """The embedded deployment state store of a run directory: SQLite, `<run_dir>/lifecycle/state.db`."""
@@ -138,10 +161,10 @@ class ApiSettings(BaseSettings):
     monitoring: DriftSettings = DriftSettings()
     max_header_bytes: int = Field(64 * 1024, ge=1024)
     """Request line and headers together above this size get 431 and the connection is closed, before the parser
-    has spent more than this on them (`services.api.protocol`)."""
+    has spent more than this on them (`services.api.http_limits`)."""
     read_timeout: float = Field(10.0, gt=0)
     """Seconds a request may take to arrive in full (request line, headers and body), counted from its first byte;
-    past it 408 and the connection is closed (`services.api.protocol`)."""
+    past it 408 and the connection is closed (`services.api.http_limits`)."""
     max_reading: int = Field(256, ge=1)
     """Inference requests one worker lets send their bodies at once; past it new ones get 503 with Retry-After. A
     request counts toward `max_inflight` only once its body has arrived (`services.api.admission`)."""
@@ -155,7 +178,7 @@ class ApiSettings(BaseSettings):
     max_batch_tokens: int = Field(2048, ge=1)
     """Padded tokens in one backend call at most: a request over it runs in several, one after the other (the others'
     calls in between), and one of over half of it is not coalesced (`services.api.predictor`). 2048 is 8 texts of the
-    real model's 256 tokens: ~0.6 s of 2 cores, as many texts a second as 16 a call (12.6 and 12.0 measured)."""
+    real model's 256 tokens, which answer as many texts a second as 16 a call (docs/decisions/measured-defaults.md)."""
     request_timeout: float = Field(60.0, gt=0)
     """Seconds a request may take in the server, unless the caller's `x-request-timeout` header asks for less; past
     it, 504 and its work is dropped (`services.api.lifetime`)."""

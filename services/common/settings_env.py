@@ -11,13 +11,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import PurePath
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 from pydantic import AliasChoices, BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 NESTED = "__"
+
+
+class _NameOf(Protocol):
+    """A field's name -> the name of the variable that sets it."""
+
+    def __call__(self, field: str, /) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,7 @@ def to_env(settings: BaseSettings) -> dict[str, str]:
     return dict(_set_fields(settings, lambda field: env_name(type(settings), field)))
 
 
-def _set_fields(model: BaseModel, name_of) -> Iterator[tuple[str, str]]:
+def _set_fields(model: BaseModel, name_of: _NameOf) -> Iterator[tuple[str, str]]:
     for field in sorted(model.model_fields_set):
         value = getattr(model, field)
         name = name_of(field)
@@ -79,7 +85,7 @@ def _set_fields(model: BaseModel, name_of) -> Iterator[tuple[str, str]]:
             yield name, _text(value)
 
 
-def _group(annotation: Any) -> bool:
+def _group(annotation: Any) -> TypeGuard[type[BaseModel]]:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 

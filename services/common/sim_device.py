@@ -156,7 +156,9 @@ class SimDevice:
         """The batch's vectors, once the device has spent the batch's time on it. `options` (ONNX Runtime's run
         options) is accepted and unused: a run lasts milliseconds."""
         ids = feeds[self.ids_name]
-        out = self.embed(ids, feeds.get(self.mask_name) if self.mask_name else None).astype(self.dtype, copy=False)
+        out: np.ndarray = self.embed(ids, feeds.get(self.mask_name) if self.mask_name else None).astype(
+            self.dtype, copy=False
+        )
         rows, width = ids.shape
         _, end = self.queue.reserve(self.seconds(rows, width))
         wait_until(end)

@@ -52,7 +52,8 @@ class EncodedBatch:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.input_ids.shape
+        rows, length = self.input_ids.shape
+        return rows, length
 
     def rows(self, start: int, stop: int) -> EncodedBatch:
         """Rows start..stop-1, at the batch's width (a bucketed width stays a bucket)."""
@@ -106,7 +107,7 @@ class TextTokenizer:
         encodings = self._tokenizer.encode_batch(texts) if long else self._tokenizer.encode_batch_fast(texts)
         for i in long:
             encoding = encodings[i]
-            if not encoding.overflowing or max(end for _, end in encoding.offsets) > cut_at - MARGIN:
+            if not encoding.overflowing or max(end for _, end in encoding.offsets) > (cut_at or 0) - MARGIN:
                 encodings[i] = self._tokenizer.encode(whole[i])  # the prefix may not say: the whole text
         truncated = [bool(encoding.overflowing) for encoding in encodings]
         if not truncate and any(truncated):

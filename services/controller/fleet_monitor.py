@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from services.controller.settings import ControllerSettings
 from services.lifecycle.model_dirs import artifact_dir
-from services.lifecycle.state import DeploymentStore
+from services.lifecycle.store import DeploymentStore
 from services.monitoring.drift import REFERENCE_FILE
 from services.monitoring.fleet_counts import FleetFeatureCounts
 from services.monitoring.fleet_drift import FleetDrift

@@ -5,11 +5,11 @@ worker, so that the step is judged on the fleet's traffic, not on whichever pod 
   series of every gateway it scrapes: `sum by (version, code)` of the requests counter and `sum by (version, le)` of
   the latency histogram's buckets, each the counter's growth over the step's window (`services.prometheus_api
   .increase_between`: exact counts, a restarted pod restarting only its own contribution). The p99 is then
-  `histogram_quantile`'s interpolation over those summed buckets (`rollout.quantile`, the same arithmetic). The
+  `histogram_quantile`'s interpolation over those summed buckets (`windows.quantile`, the same arithmetic). The
   baseline kept in the state is only a marker: the window is the time from the step's start to now.
 - `HttpGatewayMetrics` (no Prometheus; `CONTROLLER_GATEWAY_URL`, a comma list): every gateway's /metrics (each
   already merged over its workers) read when the step starts, kept in the state per gateway, and read again when it is
-  judged; the window is `rollout.fleet_window` of the two readings. A gateway that cannot be read fails the step,
+  judged; the window is `windows.fleet_window` of the two readings. A gateway that cannot be read fails the step,
   which the controller retries with backoff: a window is never judged on part of the fleet.
 """
 
@@ -21,7 +21,7 @@ import httpx
 
 from services.controller.settings import ControllerSettings
 from services.lifecycle.ports import GatewayMetrics
-from services.lifecycle.rollout import Snapshot, VersionCounters, fleet_window, parse_snapshot
+from services.lifecycle.rollouts.windows import Snapshot, VersionCounters, fleet_window, parse_snapshot
 from services.prometheus_api import PrometheusApi, selector
 
 REQUESTS = "serving_endpoint_requests_total"

@@ -1,9 +1,9 @@
-"""The controller's loop: once an interval, for each endpoint, each step in turn (discover, deploy, reconcile,
-advance the rollout, prune, unload). A step that fails on something outside (registry, Triton, gateway) is retried
-later with exponential backoff and said in the log (at WARNING when it starts failing, its retries at INFO); the
-other steps and endpoints go on. Whether the registry answers is asked once a tick (`RegistryWatch`): while it does
-not, discovery waits (nothing new can be found) and every other step goes on; said once, and once it answers again
-every step that backed off meanwhile runs at once.
+"""The controller's loop: once an interval, for each endpoint, each step in turn (discover, deploy, reconcile, advance
+the rollout, prune, unload), as `Controller.steps` declares them for the placement chosen at start. A step that fails on
+something outside (registry, Triton, gateway) is retried later with exponential backoff and said in the log (at WARNING
+when it starts failing, its retries at INFO); the other steps and endpoints go on. Whether the registry answers is asked
+once a tick (`RegistryWatch`): while it does not, discovery waits (nothing new can be found) and every other step goes
+on; said once, and once it answers again every step that backed off meanwhile runs at once.
 
 The shared deployment state (`SERVING_STATE_URL`) is read at the start of each tick. Whatever it holds (not JSON,
 the wrong schema, a name, version or number that breaks a rule of `services.lifecycle.deployments`), the loop never
@@ -12,7 +12,7 @@ acts on no endpoint (no step decides from a state it cannot read, no file is tou
 it), and carries on once it is readable again. A store that cannot be reached is an outside failure like the
 others: said, and tried again with exponential backoff, the last good state kept meanwhile. A store that lost its
 state (its tables gone, an empty file) or holds an older one than the controller read
-(`services.lifecycle.state_rules`) is said once at ERROR with what to do; the controller acts on nothing and writes
+(`services.lifecycle.store.rules`) is said once at ERROR with what to do; the controller acts on nothing and writes
 nothing until an operator restores the store, whose new epoch makes it newer."""
 
 from __future__ import annotations
@@ -21,20 +21,31 @@ import logging
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from services.common.errors import ConfigurationError
-from services.controller.deploy import Deployer, Forward
+from services.controller.deploy import Deployer, Forward, ReplicaDeployer
 from services.controller.gateway_metrics import gateway_metrics
 from services.controller.rollouts import Rollouts
-from services.controller.settings import ControllerSettings
+from services.controller.settings import ControllerSettings, Placement
 from services.controller.triton_sync import TritonSync
+from services.lifecycle.deployments import Deployments
 from services.lifecycle.ports import GatewayMetrics, Registry, TritonControl
 from services.lifecycle.registry_watch import RegistryWatch
-from services.lifecycle.state import Deployments, DeploymentStore, StateLost, StateStoreUnavailable
+from services.lifecycle.store import DeploymentStore, StateLost, StateStoreUnavailable
 
 log = logging.getLogger("controller")
-NEEDS_REGISTRY = {"discover"}
-"""Steps that only read the registry: skipped while it does not answer."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing the loop does for each endpoint every tick, with what it needs besides the state."""
+
+    name: str
+    """Its name in the log and in its backoff's key (`<name>:<endpoint>`)."""
+    run: Callable[[str], None]
+    needs_registry: bool = False
+    """It only reads the registry: skipped while the registry does not answer."""
 
 
 class Controller:
@@ -54,16 +65,18 @@ class Controller:
         self.settings = settings
         self.store = DeploymentStore.open(settings.state_url)
         self.monotonic = monotonic
-        deployer = Deployer(settings, self.store, registry, triton, clock, forward)
+        local = settings.placement == Placement.LOCAL  # the steps and the deployer, chosen once
+        deployer = (Deployer if local else ReplicaDeployer)(settings, self.store, registry, triton, clock, forward)
         sync = TritonSync(settings, self.store, triton, clock)
-        rollouts = Rollouts(self.store, registry, metrics or gateway_metrics(settings), clock)
-        self.steps = (
-            deployer.discover,
-            deployer.deploy_loading,
-            sync.reconcile,
-            rollouts.advance_rollout,
-            sync.prune,
-            sync.unload_drained,
+        rollouts = self.rollouts = Rollouts(self.store, registry, metrics or gateway_metrics(settings), clock)
+        self.steps: tuple[Step, ...] = (
+            Step("discover", deployer.discover, needs_registry=True),
+            Step("deploy_loading", deployer.deploy_loading),
+            # with agents, each replica's agent loads every live version before its Triton starts
+            *((Step("reconcile", sync.reconcile),) if local else ()),
+            Step("advance_rollout", rollouts.advance_rollout),
+            Step("prune", sync.prune),
+            Step("unload_drained", sync.unload_drained if local else sync.forget_drained),
         )
         self.registry_watch = RegistryWatch(
             registry, log, "the deployed versions keep serving; new registry versions wait", monotonic
@@ -96,9 +109,9 @@ class Controller:
             self.backoff = {key: until for key, until in self.backoff.items() if key == "state"}
         for name in list(state.endpoints) if state else []:
             for step in self.steps:
-                if step.__name__ in NEEDS_REGISTRY and not self.registry_watch.up:
+                if step.needs_registry and not self.registry_watch.up:
                     continue
-                self._guarded(f"{step.__name__}:{name}", step, name)
+                self._guarded(f"{step.name}:{name}", step.run, name)
 
     def read_state(self) -> Deployments | None:
         """The state as it is now, or None while it cannot be used (said once per distinct problem; an unreachable

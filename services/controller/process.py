@@ -1,7 +1,7 @@
 """The controller process (`serving controller`, `python -m services.controller`): settings read once,
 logging, and the real collaborators: the MLflow registry, Triton's HTTP model-control API, the gateway's /metrics.
 Its own /metrics (`CONTROLLER_METRICS_HOST:CONTROLLER_METRICS_PORT`, Prometheus' `controller` job) has
-`serving_registry_up`, and with a Prometheus the fleet's drift scores."""
+`serving_registry_up`, `serving_rollouts_paused`, and with a Prometheus the fleet's drift scores."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from services.controller.fleet_monitor import start_fleet_drift
 from services.controller.loop import Controller
-from services.controller.settings import ControllerSettings
+from services.controller.settings import ControllerSettings, Placement
 from services.triton.control_key import read_control_key
 from services.triton.model_control import TritonModels
 from services.triton.repository import RenderOptions
@@ -32,7 +32,7 @@ def main() -> None:
     setup_logging("INFO", json_lines=settings.log_json)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a readiness probe a second is not news
     options = RenderOptions(target=settings.triton_target, gpu=settings.triton_gpu)
-    local = settings.placement == "local"  # with agents, the controller touches no Triton
+    local = settings.placement == Placement.LOCAL  # with agents, the controller touches no Triton
     key = read_control_key(settings.triton_control_key_file) if local else None
     triton = TritonModels(settings.triton_repository, settings.triton_http_url, options, control_key=key)
     registry = ModelRegistry(RegistrySettings(run_dir=settings.run_dir))
@@ -40,6 +40,12 @@ def main() -> None:
     metrics = CollectorRegistry()
     up = Gauge("serving_registry_up", "1 while the model registry answers the controller, else 0", registry=metrics)
     up.set_function(lambda: float(controller.registry_watch.up))
+    paused = Gauge(
+        "serving_rollouts_paused",
+        "Rollouts paused because Prometheus does not answer for their numbers (neither promoted nor rolled back)",
+        registry=metrics,
+    )
+    paused.set_function(lambda: float(len(controller.rollouts.paused)))
     start_fleet_drift(settings, controller.store, metrics)  # with a Prometheus: drift judged on the fleet
     start_http_server(settings.metrics_port, settings.metrics_host, metrics)
     logging.getLogger("controller").info(

@@ -6,14 +6,25 @@ and the deploy templates set them all)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.settings import default_state_url
 from services.triton.control_key import KEY_FILE
+
+
+class Placement(StrEnum):
+    """Who loads the versions the controller checked into Triton (`CONTROLLER_PLACEMENT`), chosen once at start
+    (`services.controller.loop.Controller`)."""
+
+    LOCAL = "local"
+    """The controller, into its one Triton."""
+    AGENTS = "agents"
+    """A `serving triton-agent` beside each Triton replica; a version goes live once every replica holds it
+    (`services.lifecycle.placement`). The controller touches no Triton."""
 
 
 class FleetDriftSettings(BaseModel):
@@ -81,9 +92,9 @@ class ControllerSettings(BaseSettings):
     """One JSON object a line (what `serving logs` merges) instead of plain text."""
     max_backoff: float = Field(30.0, gt=0)
     """Longest wait between retries while the registry or Triton is unreachable."""
-    placement: Literal["local", "agents"] = "local"
+    placement: Placement = Placement.LOCAL
     """local: the controller places versions into its one Triton; agents: a `serving triton-agent` beside each Triton
-    replica places them, and a version goes live once every replica holds it (`services.lifecycle.placement`)."""
+    replica places them, and a version goes live once every replica holds it (`Placement`)."""
     forward_timeout: float = Field(120.0, gt=0)
     """Seconds a fetched version's forward pass on the warm-up texts may take (in a child process); past it the
     version is rejected."""

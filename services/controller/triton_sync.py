@@ -4,7 +4,8 @@ gateway's workers take to see the change and finish their requests) are unloaded
 
 With CONTROLLER_PLACEMENT=agents the replicas' agents do the loading and unloading (`services.replica.agent`): a
 version the state no longer lists, or no longer wants on replicas (`placement.wanted`), leaves every Triton by
-itself. Here only the state changes then, and the controller's own fetched copy goes.
+itself. The controller then neither reconciles nor unloads: its step is `forget_drained`, which changes only the state
+and removes its own fetched copy.
 
 A version's files are found and removed under the controller's models directory by the endpoint's name and the version
 (`model_dirs`), never at a path the state names."""
@@ -19,7 +20,7 @@ from services.controller.settings import ControllerSettings
 from services.lifecycle import transitions
 from services.lifecycle.model_dirs import artifact_dir, version_root
 from services.lifecycle.ports import TritonControl
-from services.lifecycle.state import DeploymentStore
+from services.lifecycle.store import DeploymentStore
 
 log = logging.getLogger("controller")
 
@@ -32,8 +33,6 @@ class TritonSync:
 
     def reconcile(self, name: str) -> None:
         """Live versions Triton does not serve (it restarted with a freshly rendered repository) are loaded again."""
-        if self.settings.placement == "agents":
-            return  # each replica's agent loads every live version before its Triton starts
         endpoint = self.store.endpoint(name)
         missing = [v for v in endpoint.live() if not self.triton.ready(name, v)] if endpoint else []
         if not missing:
@@ -56,11 +55,19 @@ class TritonSync:
 
     def unload_drained(self, name: str) -> None:
         """Versions out of traffic long enough leave Triton; drained ones are then forgotten with their files."""
+        self._finish_drained(name, unload=True)
+
+    def forget_drained(self, name: str) -> None:
+        """Versions out of traffic long enough are forgotten with the controller's fetched files (the replicas' agents
+        unload them)."""
+        self._finish_drained(name, unload=False)
+
+    def _finish_drained(self, name: str, *, unload: bool) -> None:
         endpoint = self.store.endpoint(name)
         due = transitions.due_for_unload(endpoint, self.clock(), self.settings.drain_seconds) if endpoint else []
         if not due:
             return
-        if self.settings.placement == "local":
+        if unload:
             for version in due:
                 self.triton.remove(name, version)
             self.triton.load(name)

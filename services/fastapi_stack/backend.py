@@ -27,7 +27,7 @@ class LocalOnnxBackend:
     def __init__(self, settings: ApiSettings, manifest: Manifest):
         self.settings = settings
         self.manifest = manifest
-        self.device = "gpu" if settings.device == "cuda" else settings.device  # as the x-device header names it
+        self.device: str = "gpu" if settings.device == "cuda" else settings.device  # as the x-device header names it
         self.model: OnnxModel | SimDevice | None = None
         # One inference at a time per worker: ONNX Runtime already uses intra_op_threads cores for it.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnxruntime")

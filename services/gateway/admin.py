@@ -3,7 +3,7 @@
 checked before the body is read, and takes a body of at most `GATEWAY_ADMIN_MAX_BODY_BYTES` (`admin_guard`).
 Also `GET /models/{endpoint}`: the lineage of what each live version is, open like the health routes.
 
-The routes only change the shared deployment state (`services.lifecycle.state`); the lifecycle controller carries the
+The routes only change the shared deployment state (`services.lifecycle.store`); the lifecycle controller carries the
 changes out (fetch, load into Triton, warm up, drain) and every gateway's workers pick the new traffic policy up from
 the same store.
 """
@@ -33,13 +33,14 @@ from services.common.names import (
     validated_name,
     validated_registered_name,
 )
-from services.gateway.admin_guard import admin_token, guarded_route
+from services.gateway.admin_guard import NO_STATE, admin_token, guarded_route
+from services.gateway.settings import GatewaySettings
 from services.lifecycle import transitions
-from services.lifecycle.deployments import MOST_VERSIONS, RolloutPolicy
+from services.lifecycle.deployments import MOST_VERSIONS, EndpointState, RolloutPolicy
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.shares import arrivals, hand_back, share_reasons
-from services.lifecycle.state import DeploymentStore, EndpointState, StateStoreUnavailable
-from services.lifecycle.state_db import StateReadOnly
+from services.lifecycle.store import DeploymentStore, StateLost, StateStoreUnavailable
+from services.lifecycle.store.db import StateReadOnly
 
 log = logging.getLogger(__name__)
 Endpoint = Annotated[
@@ -141,11 +142,23 @@ READ_ONLY = (
 )
 
 
+UNREACHABLE = (
+    "the deployment state store cannot be reached now, so nothing was changed (a change is one transaction: all of it "
+    "or none); the gateways keep serving the last state they read: send the same request again after Retry-After "
+    "seconds; the server log has why, under this request id (`serving logs --request-id`)"
+)
+STORE_RETRY_AFTER = 5.0
+"""Seconds a caller waits before sending a request refused because the store cannot be reached: about what a
+PostgreSQL restart takes."""
+
+
 class GuardedStore:
-    """The deployment state as the routes use it: a state that cannot be read (invalid, hand-edited) or a store that
-    cannot be reached is a 503 with a generic message and the request id; the store's address and the parser's or
-    driver's text go to the log only, never to a caller (`GET /models/{endpoint}` is open). A change refused because
-    this gateway's database role may only read is a 503 that says so (only a caller with the token gets there)."""
+    """The deployment state as the routes use it: a state that cannot be read (invalid, hand-edited, lost) is a 503
+    with a generic message and the request id; a store that cannot be reached (down, restarting, cut off) a 503 that
+    says nothing was changed and to send the request again after `STORE_RETRY_AFTER` seconds. The store's address and
+    the parser's or driver's text go to the log only, never to a caller (`GET /models/{endpoint}` is open). A change
+    refused because this gateway's database role may only read is a 503 that says so (only a caller with the token
+    gets there)."""
 
     def __init__(self, store: DeploymentStore):
         self.store = store
@@ -157,13 +170,16 @@ class GuardedStore:
         except StateReadOnly as exc:
             log.error("the admin API cannot change the deployment state in %s: %s", self.store.url, exc.message)
             raise Unavailable(READ_ONLY) from None
-        except (ConfigurationError, StateStoreUnavailable) as exc:
+        except (ConfigurationError, StateLost) as exc:  # before StateLost's base: the store answers
             log.error("the admin API cannot use the deployment state in %s: %s", self.store.url, exc.message)
             raise Unavailable(
                 "the deployment state cannot be read now; the server log has why, under this request id "
                 "(`serving logs --request-id`)",
                 retry_after=1.0,
             ) from None
+        except StateStoreUnavailable as exc:
+            log.error("the admin API cannot reach the deployment state in %s: %s", self.store.url, exc.message)
+            raise Unavailable(UNREACHABLE, retry_after=STORE_RETRY_AFTER) from None
 
     def read(self):
         with self._unreadable_is_unavailable():
@@ -174,21 +190,27 @@ class GuardedStore:
             return self.store.update(change)
 
 
-def admin_router(settings, store: DeploymentStore | None) -> APIRouter:
+def admin_router(settings: GatewaySettings, store: DeploymentStore | None) -> APIRouter:
     """`/admin/...` behind the admin token, and the open `GET /models/{endpoint}`, over `store` (None: no deployment
     state configured). The token is read now: a blank one or an unreadable file raises ConfigurationError. The routes
     are plain functions: FastAPI runs them in its thread pool, so the store's queries never block the worker's event
     loop."""
-    store = GuardedStore(store) if store is not None else None
-    route = guarded_route(admin_token(settings), store is not None, settings.admin_max_body_bytes)
+    guarded = GuardedStore(store) if store is not None else None
+    route = guarded_route(admin_token(settings), guarded is not None, settings.admin_max_body_bytes)
     router = APIRouter()
-    router.include_router(_admin_routes(store, route))
-    router.include_router(_lineage_routes(store))
+    router.include_router(_admin_routes(guarded, route))
+    router.include_router(_lineage_routes(guarded))
     return router
 
 
-def _admin_routes(store: GuardedStore | None, route: type[APIRoute]) -> APIRouter:
-    """Each route runs only once its `route` class let the request in, which refuses it when `store` is None."""
+def _admin_routes(guarded: GuardedStore | None, route: type[APIRoute]) -> APIRouter:
+    """Each route runs only once its `route` class let the request in, which refuses it when `guarded` is None."""
+
+    def store() -> GuardedStore:
+        if guarded is None:  # refused by the route class already
+            raise Unavailable(NO_STATE)
+        return guarded
+
     admin = APIRouter(
         prefix="/admin",
         route_class=route,
@@ -199,11 +221,11 @@ def _admin_routes(store: GuardedStore | None, route: type[APIRoute]) -> APIRoute
     @admin.get("/endpoints", summary="Every deployed endpoint: versions, state, traffic share, requests so far")
     def list_endpoints() -> dict:
         counts = endpoint_request_counts()
-        return {"endpoints": [describe(n, e, counts) for n, e in sorted(store.read().endpoints.items())]}
+        return {"endpoints": [describe(n, e, counts) for n, e in sorted(store().read().endpoints.items())]}
 
     @admin.put("/endpoints/{endpoint}/auto-update", summary="Deploy every new version of a registered model")
     def auto_update(endpoint: Endpoint, body: AutoUpdate) -> dict:
-        store.update(lambda s: transitions.set_auto_update(s, endpoint, body.name, body.max_versions, body.rollout))
+        store().update(lambda s: transitions.set_auto_update(s, endpoint, body.name, body.max_versions, body.rollout))
         return {"endpoint": endpoint, "registered_name": body.name, "max_versions": body.max_versions} | {
             "rollout": body.rollout.model_dump() if body.rollout else None,
             "new_versions": arrivals(body.rollout),
@@ -211,29 +233,29 @@ def _admin_routes(store: GuardedStore | None, route: type[APIRoute]) -> APIRoute
 
     @admin.put("/endpoints/{endpoint}/canary", summary="Split traffic by weight over versions")
     def canary(endpoint: Endpoint, body: Canary) -> dict:
-        traffic = store.update(lambda s: transitions.canary(s, endpoint, body.weights, body.versions))
+        traffic = store().update(lambda s: transitions.canary(s, endpoint, body.weights, body.versions))
         return {"endpoint": endpoint, "traffic": traffic}
 
     @admin.post("/endpoints/{endpoint}/rollout", summary="Move traffic to a version step by step, with rollback")
     def rollout(endpoint: Endpoint, body: RolloutRequest) -> dict:
         policy = body.model_dump(exclude={"version", "dry_run"})
         if body.dry_run:
-            planned = transitions.start_rollout(store.read(), endpoint, body.version, **policy)
+            planned = transitions.start_rollout(store().read(), endpoint, body.version, **policy)
             return {"endpoint": endpoint, "rollout": planned.model_dump(), "dry_run": True}
-        started = store.update(lambda s: transitions.start_rollout(s, endpoint, body.version, **policy))
+        started = store().update(lambda s: transitions.start_rollout(s, endpoint, body.version, **policy))
         return {"endpoint": endpoint, "rollout": started.model_dump()}
 
     @admin.post(
         "/endpoints/{endpoint}/versions/{version}/redeploy", summary="Deploy a rejected or removed version again"
     )
     def redeploy(endpoint: Endpoint, version: Version) -> dict:
-        store.update(lambda s: transitions.redeploy(s, endpoint, version))
+        store().update(lambda s: transitions.redeploy(s, endpoint, version))
         return {"endpoint": endpoint, "version": version, "state": "loading"}
 
     @admin.delete("/endpoints/{endpoint}/versions/{version}", summary="Drain and unload a version")
     def remove(endpoint: Endpoint, version: Version) -> dict:
         now = time.time()
-        store.update(lambda s: transitions.remove(s, endpoint, version, now))
+        store().update(lambda s: transitions.remove(s, endpoint, version, now))
         return {"endpoint": endpoint, "version": version, "state": "draining"}
 
     return admin

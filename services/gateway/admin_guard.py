@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from fastapi.routing import APIRoute
 from starlette.requests import Request
@@ -20,13 +21,14 @@ from starlette.types import Message, Receive
 
 from services.api.body import read_body
 from services.common.errors import ConfigurationError, Unauthorized, Unavailable
+from services.gateway.settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 NEW_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 """A command that prints a good token, named in the refusals."""
 
 
-def admin_token(settings) -> str | None:
+def admin_token(settings: GatewaySettings) -> str | None:
     """The token the admin routes ask for: `admin_token`, else the content of `admin_token_file`; None (the admin
     API off) when neither is set or the file does not exist. An empty or blank token, one of several lines and a file
     that cannot be read are ConfigurationErrors: the service does not start."""
@@ -68,18 +70,22 @@ def authorize(header: str, expected: str | None) -> None:
         raise Unauthorized("send the admin token as 'Authorization: Bearer <token>' (run/admin-token)")
 
 
+NO_STATE = "no deployment state is configured (SERVING_STATE_URL)"
+"""Why an admin route refuses every request of a gateway without a deployment state."""
+
+
 def guarded_route(expected: str | None, has_store: bool, max_body_bytes: int) -> type[APIRoute]:
     """The class of the admin routes: the token, then whether a deployment state is configured, then the body, at
     most `max_body_bytes` (413 as soon as it is over), each refused before the next is looked at."""
 
     class AdminRoute(APIRoute):
-        def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
             handler = super().get_route_handler()
 
             async def guarded(request: Request) -> Response:
                 authorize(request.headers.get("authorization", ""), expected)
                 if not has_store:
-                    raise Unavailable("no deployment state is configured (SERVING_STATE_URL)")
+                    raise Unavailable(NO_STATE)
                 body = await read_body(request.stream(), request.headers, max_body_bytes)
                 return await handler(Request(request.scope, _replay(body, request.receive)))
 

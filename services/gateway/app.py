@@ -12,28 +12,29 @@ from pathlib import Path
 
 from services.api.app import StackParts
 from services.api.app import create_app as create_api
+from services.api.edge import Edge
+from services.api.endpoint import EndpointSource
 from services.api.openapi import ADMIN_EXAMPLES, with_examples
 from services.common.contract import Manifest
 from services.common.settings_env import env_name
 from services.gateway import configured
 from services.gateway.admin import admin_router
 from services.gateway.backend import TritonBackend
-from services.gateway.configured import ConfiguredEndpoints
-from services.gateway.deployed import DeployedEndpoints
-from services.gateway.endpoints import EndpointsFile
+from services.gateway.configured import build_configured
+from services.gateway.deployed import build_deployed
 from services.gateway.file_source import FileWatcher
-from services.gateway.resolvers import ChainedResolver
 from services.gateway.settings import GatewaySettings, refuse_unknown_names
 from services.gateway.state_source import StoreWatcher
 from services.gateway.user_threads import UserThreads
 from services.gateway.version_files import version_files
 from services.launcher import local_address
-from services.lifecycle.state import DeploymentStore, EndpointState
+from services.lifecycle.deployments import EndpointState
+from services.lifecycle.store import DeploymentStore
 from services.monitoring.drift import DriftMonitor
 from services.triton.grpc_client import TritonClient
 
 
-def create_app(settings: GatewaySettings | None = None):
+def create_app(settings: GatewaySettings | None = None) -> Edge:
     """The gateway's app; without `settings`, read from the environment, which must name no setting the gateway
     does not read (`refuse_unknown_names`)."""
     if settings is None:
@@ -47,9 +48,10 @@ def create_app(settings: GatewaySettings | None = None):
             timeout=settings.triton_timeout,
             retry_after=settings.retry_after,
             balance=settings.triton_balance,
+            hedge=settings.triton_hedge,
         )
         buckets = settings.buckets or None
-        resolvers = []
+        sources: list[EndpointSource] = []  # asked in order: a name deployed from the registry wins
         if store is not None:
             cache: dict = {}
 
@@ -63,12 +65,10 @@ def create_app(settings: GatewaySettings | None = None):
                     models_dir=None if settings.versions_from_registry else settings.controller_models_dir,
                 )
 
-            resolvers.append(
+            sources.append(
                 StoreWatcher(
                     store,
-                    lambda state: DeployedEndpoints.build(
-                        state, triton, buckets, locate, cache, monitor.load_reference
-                    ),
+                    lambda state: build_deployed(state, triton, buckets, locate, cache, monitor.load_reference),
                     settings.endpoints_poll_interval,
                 )
             )
@@ -76,11 +76,11 @@ def create_app(settings: GatewaySettings | None = None):
             path = settings.endpoints_file.resolve()
             serving_url = settings.serving_base_url or f"http://{local_address(settings.host)}:{settings.port}/serve"
             threads = UserThreads(user_code_threads(settings), settings.request_timeout, settings.retry_after)
-            resolvers.append(
+            sources.append(
                 FileWatcher(
                     path,
-                    lambda p: ConfiguredEndpoints.build(
-                        EndpointsFile.read(p), triton, serving_url, p.parent, threads, settings.endpoints_load_timeout
+                    lambda file: build_configured(
+                        file, triton, serving_url, path.parent, threads, settings.endpoints_load_timeout
                     ),
                     settings.endpoints_poll_interval,
                     settings.endpoints_retire_after,
@@ -88,7 +88,7 @@ def create_app(settings: GatewaySettings | None = None):
                 )
             )
         model = settings.triton_model if manifest is not None else None
-        return StackParts(TritonBackend(triton, model, manifest), ChainedResolver(*resolvers), buckets=buckets)
+        return StackParts(TritonBackend(triton, model, manifest), sources, buckets=buckets)
 
     return create_api(
         settings,

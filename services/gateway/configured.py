@@ -1,52 +1,43 @@
 """Configured endpoints, of every engine the endpoint file declares (`engines`): clearml-serving's preprocess ->
-engine -> postprocess. Each endpoint is a `PipelineEndpoint`: its run (`PipelineRun`) calls its steps and times them."""
+engine -> postprocess. Each endpoint is a `PipelineEndpoint`, whose run calls its steps and times them."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from services.api.dataplane import PipelineRun
+from services.api.endpoint import Endpoints, PipelineEndpoint
 from services.common.backend import Collect
 from services.common.errors import InvalidInput, NotFound, ServingError
 from services.common.names import shown
-from services.common.onnx_runner import OnnxModel
 from services.gateway import engines
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
-from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess, source_stamp
+from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess
 from services.gateway.user_errors import describe, not_users
 from services.gateway.user_threads import TookTooLong, UserThreads, call_within
-from services.monitoring.statistics import EndpointMetrics
 from services.triton.grpc_client import TritonClient
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class ConfiguredEndpoint(PipelineRun):
+class ConfiguredEndpoint(PipelineEndpoint):
     name: str
     config: EndpointConfig
-    triton: TritonClient
     preprocess_code: UserPreprocess | None
-    onnx: OnnxModel | None
-    threads: UserThreads
-    model: Any = None
-    """A model engine's model (sklearn, xgboost, lightgbm)."""
+    step: engines.Step | None
+    """Its engine's own step, closed over what the engine loaded for it; None: the user's `process` is its step."""
+    engine: engines.Engine = field(init=False)
+    version: str = field(init=False)
+    stage: str = field(init=False)
 
-    @property
-    def version(self) -> str:
-        return self.config.version or "1"
-
-    @property
-    def engine(self) -> engines.Engine:
-        return engines.get(self.config.engine)
-
-    @property
-    def stage(self) -> str:
-        return self.engine.stage
+    def __post_init__(self) -> None:
+        self.engine = engines.get(self.config.engine)
+        self.version = self.config.version or "1"
+        self.stage = self.engine.stage
 
     def accept(self, version: str | None) -> None:
         if version is not None and self.config.version is not None and version != self.config.version:
@@ -64,9 +55,9 @@ class ConfiguredEndpoint(PipelineRun):
 
     async def process(self, data: Any, state: dict, collect: Collect) -> Any:
         """The engine's step (`engines`): the user's `process` where the engine calls it, else the engine's own."""
-        if self._calls_user_process():
+        if self._calls_user_process() or self.step is None:
             return await self._user_step("process", data, state, collect)
-        return await self.engine.run(self, data)
+        return await self.step(data)
 
     def _calls_user_process(self) -> bool:
         code, calls = self.preprocess_code, self.engine.user_process
@@ -90,6 +81,17 @@ class ConfiguredEndpoint(PipelineRun):
                 raise
             log.error("%s of endpoint '%s' failed", method, self.name, exc_info=exc, extra={"status": 422})
             raise InvalidInput(f"{method} of endpoint '{self.name}' failed: {describe(exc)}", param=method) from None
+
+    def unload(self) -> None:
+        """Its Preprocess's unload(), given `UNLOAD_TIMEOUT` seconds: one that hangs is not waited for."""
+        if self.preprocess_code is None:
+            return
+        try:
+            call_within(UNLOAD_TIMEOUT, self.preprocess_code.unload)
+        except TookTooLong:
+            log.error("unload() of endpoint '%s' did not return in %g s: not waited for", self.name, UNLOAD_TIMEOUT)
+        except BaseException:  # noqa: BLE001 - user code; the others still get their unload()
+            log.exception("unload() of endpoint '%s' failed", self.name)
 
 
 def check_config(name: str, config: EndpointConfig) -> None:
@@ -128,94 +130,42 @@ def build_endpoint(
             serving_url=serving_url,
             threads=threads,
         )
-    loaded = engines.get(config.engine).load(name, config, code, file, base_dir, unpickle)
-    return ConfiguredEndpoint(name, config, triton, code, loaded.onnx, threads, loaded.model)
+    step = engines.get(config.engine).load(
+        engines.Loading(name, config, code, file, base_dir, unpickle, triton, threads)
+    )
+    return ConfiguredEndpoint(name, config, code, step)
 
 
-class ConfiguredEndpoints:
-    """The endpoint file's endpoints as an immutable `EndpointSet` (`watcher`), built one entry at a time: an entry
-    that fails is left out (and reported in `errors`), the others are served."""
-
-    def __init__(
-        self,
-        endpoints: dict[str, ConfiguredEndpoint],
-        errors: dict[str, str] | None = None,
-        metrics: dict[str, EndpointMetrics] | None = None,
-        sources: list[Path] | None = None,
-        stamps: tuple = (),
-    ):
-        self.endpoints = endpoints
-        self.errors = errors or {}
-        self.metrics = metrics or {}
-        """Declared custom statistics by endpoint name, for any endpoint (built-in, deployed or configured)."""
-        self.sources = sources or []
-        """Every preprocess file or folder the endpoint file names (those that failed too): an edit reloads."""
-        self.stamps = stamps
-        """The sources' stamps taken before they were imported (`EndpointSet.read_stamps`)."""
-
-    @classmethod
-    def build(
-        cls,
-        file: EndpointsFile,
-        triton: TritonClient,
-        serving_url: str,
-        base_dir: Path,
-        threads: UserThreads,
-        load_timeout: float,
-        unpickle: bool = True,
-    ) -> ConfiguredEndpoints:
-        """Each entry built within `load_timeout` seconds (its code imported, `Preprocess()` and `load()` called,
-        its model opened, a pickle only checked unless `unpickle`): one that takes longer is left out and reported,
-        the others are served."""
-        sources = [base_dir / config.preprocess for config in file.endpoints.values() if config.preprocess]
-        stamps = tuple(source_stamp(path) for path in sources)  # before any is read: a later edit is a change
-        endpoints, errors = {}, dict(file.invalid)
-        for name, config in file.endpoints.items():
-            try:
-                build = partial(build_endpoint, name, config, triton, serving_url, base_dir, threads, unpickle)
-                endpoints[name] = call_within(load_timeout, build, late=_unload)
-            except TookTooLong:
-                errors[name] = (
-                    f"endpoint '{name}' did not load in {load_timeout:g} s (its preprocess import, Preprocess() or "
-                    "load(), or its model), the limit GATEWAY_ENDPOINTS_LOAD_TIMEOUT sets: make it load faster or "
-                    "raise the limit"
-                )
-            except BaseException as exc:  # noqa: BLE001 - user code fails in every way (SystemExit too): report, go on
-                errors[name] = exc.message if isinstance(exc, ServingError) else describe(exc)
-        return cls(endpoints, errors, file.metrics, sources, stamps)
-
-    def get(self, name: str) -> ConfiguredEndpoint | None:
-        return self.endpoints.get(name)
-
-    def names(self) -> list[str]:
-        return sorted(self.endpoints)
-
-    def source_stamps(self) -> tuple:
-        return tuple(source_stamp(path) for path in self.sources)
-
-    def read_stamps(self) -> tuple:
-        return self.stamps
-
-    def unload(self) -> None:
-        """Call every Preprocess's unload() (the set was replaced, or the worker stops), each given `UNLOAD_TIMEOUT`
-        seconds: one that hangs is not waited for."""
-        for endpoint in self.endpoints.values():
-            _unload(endpoint)
+def build_configured(
+    file: EndpointsFile,
+    triton: TritonClient,
+    serving_url: str,
+    base_dir: Path,
+    threads: UserThreads,
+    load_timeout: float,
+    unpickle: bool = True,
+) -> Endpoints:
+    """The endpoint file's endpoints, built one entry at a time, each within `load_timeout` seconds (its code
+    imported, `Preprocess()` and `load()` called, its model opened, a pickle only checked unless `unpickle`): an
+    entry that fails or takes longer is left out and reported in `errors`, the others are served."""
+    endpoints, errors = {}, dict(file.invalid)
+    for name, config in file.endpoints.items():
+        try:
+            build = partial(build_endpoint, name, config, triton, serving_url, base_dir, threads, unpickle)
+            endpoints[name] = call_within(load_timeout, build, late=ConfiguredEndpoint.unload)
+        except TookTooLong:
+            errors[name] = (
+                f"endpoint '{name}' did not load in {load_timeout:g} s (its preprocess import, Preprocess() or "
+                "load(), or its model), the limit GATEWAY_ENDPOINTS_LOAD_TIMEOUT sets: make it load faster or "
+                "raise the limit"
+            )
+        except BaseException as exc:  # noqa: BLE001 - user code fails in every way (SystemExit too): report, go on
+            errors[name] = exc.message if isinstance(exc, ServingError) else describe(exc)
+    return Endpoints(endpoints, errors, file.metrics)
 
 
 UNLOAD_TIMEOUT = 10.0
 """Seconds one endpoint's unload() is waited for."""
-
-
-def _unload(endpoint: ConfiguredEndpoint) -> None:
-    if endpoint.preprocess_code is None:
-        return
-    try:
-        call_within(UNLOAD_TIMEOUT, endpoint.preprocess_code.unload)
-    except TookTooLong:
-        log.error("unload() of endpoint '%s' did not return in %g s: not waited for", endpoint.name, UNLOAD_TIMEOUT)
-    except BaseException:  # noqa: BLE001 - user code; the others still get their unload()
-        log.exception("unload() of endpoint '%s' failed", endpoint.name)
 
 
 def validate_file(file: EndpointsFile, base_dir: Path, load_timeout: float) -> dict[str, str]:
@@ -224,6 +174,6 @@ def validate_file(file: EndpointsFile, base_dir: Path, load_timeout: float) -> d
     pickled model (its code would run here: the gateway's workers load it)."""
     offline = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)  # never called while building
     unused = UserThreads(1, stuck_after=1.0)  # no request runs: nothing is ever sent to it
-    built = ConfiguredEndpoints.build(file, offline, "http://127.0.0.1:1/serve", base_dir, unused, load_timeout, False)
+    built = build_configured(file, offline, "http://127.0.0.1:1/serve", base_dir, unused, load_timeout, False)
     built.unload()  # every instance that got load() gets its unload()
-    return built.errors
+    return dict(built.errors)

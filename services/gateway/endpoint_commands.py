@@ -5,8 +5,8 @@ Every change is applied under the file's lock to the file as it is then (`Endpoi
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -15,23 +15,44 @@ from services.common.cli_display import typer_app
 from services.common.errors import ConfigurationError, InvalidInput, NotFound, ServingError
 from services.common.names import check_name, shown
 from services.gateway import engines
+from services.gateway.engine_names import EngineName
+
+if TYPE_CHECKING:
+    from services.gateway.endpoints import EndpointConfig
 
 endpoints_app = typer_app(
     help="Edit the gateway's endpoint file; running workers pick changes up without a restart.", no_args_is_help=True
 )
-ENDPOINTS_FILE = typer.Option(Path("endpoints.json"), "--file", help="The endpoint file (GATEWAY_ENDPOINTS_FILE).")
+ENDPOINTS_FILE = typer.Option(
+    None,
+    "--file",
+    help="The endpoint file (GATEWAY_ENDPOINTS_FILE); default: endpoints.json in the run directory (SERVING_RUN_DIR).",
+)
+
+
+def endpoints_file(file: Path | None) -> Path:
+    """`--file` as given (relative to the shell's directory), else the run directory's endpoint file, the one
+    `serving up` started in that run directory reads."""
+    from services.common.settings import RunSettings, unread_endpoints_file
+
+    if file is not None:
+        return file
+    run = RunSettings()
+    if note := unread_endpoints_file(run.run_dir):
+        console.print(note, markup=False)
+    return run.endpoints_file
 
 
 @endpoints_app.command("list")
 def endpoints_list(
-    file: Path = ENDPOINTS_FILE,
+    file: Path | None = ENDPOINTS_FILE,
     as_json: bool = typer.Option(False, "--json", help="The file's endpoints as JSON on stdout, for scripts."),
 ) -> None:
     """Show the configured endpoints."""
     from services.common.cli_display import show, table
     from services.gateway.endpoints import EndpointsFile
 
-    endpoints = EndpointsFile.read(file).endpoints
+    endpoints = EndpointsFile.read(endpoints_file(file)).endpoints
     if as_json:
         print(json.dumps({name: config.model_dump() for name, config in endpoints.items()}, indent=2))
         return
@@ -53,7 +74,9 @@ def endpoints_list(
     show(rows)
 
 
-EngineName = StrEnum("EngineName", {name: name for name in engines.NAMES})
+ENGINE_HELP = "What runs between preprocess and postprocess. " + "; ".join(
+    f"{engine.name}: {engine.summary}" for engine in engines.ENGINES.values()
+)
 TENSOR_HELP = {
     "name": "{0} names, clearml-serving's form: --{1}-name a b (with --{1}-type and --{1}-size).",
     "type": "One dtype per --{1}-name: a numpy name (int64, float32) or a Triton one (INT64, FP32).",
@@ -68,13 +91,11 @@ def _tensor_option(direction: str, field: str) -> list[str]:
 @endpoints_app.command("add")
 def endpoints_add(
     name: str = typer.Argument(..., help="Endpoint name: served at /serve/NAME."),
-    engine: EngineName = typer.Option(
-        "triton", help=f"Between preprocess and postprocess: {', '.join(engines.NAMES)}."
-    ),
-    model: str = typer.Option(None, help="triton: Triton model name; onnxruntime: exported model directory."),
+    engine: EngineName = typer.Option("triton", help=ENGINE_HELP),
+    model: str | None = typer.Option(None, help="triton: Triton model name; onnxruntime: exported model directory."),
     model_version: str = typer.Option("", help="Triton model version ('' = latest)."),
-    version: str = typer.Option(None, help="Version in /serve/NAME/VERSION (default: any)."),
-    preprocess: Path = typer.Option(None, help="Python file with class Preprocess (clearml-serving contract)."),
+    version: str | None = typer.Option(None, help="Version in /serve/NAME/VERSION (default: any)."),
+    preprocess: Path | None = typer.Option(None, help="Python file with class Preprocess (clearml-serving contract)."),
     model_file: str = typer.Option(
         None,
         help="Passed to Preprocess.load(); the model of sklearn (.skops; a joblib/pickle file runs code when loaded), "
@@ -95,7 +116,7 @@ def endpoints_add(
     triton_url: str = typer.Option(
         None, help="Triton's gRPC address, to check the model and tensors (default: GATEWAY_TRITON_GRPC_URL)."
     ),
-    file: Path = ENDPOINTS_FILE,
+    file: Path | None = ENDPOINTS_FILE,
 ) -> None:
     """Add or replace an endpoint. The whole resulting file is checked as the gateway checks it (preprocess files
     imported, models opened; a pickled model only by its first bytes: its loading runs code, and only the gateway
@@ -106,16 +127,17 @@ def endpoints_add(
     the batch axis, -1 for a dynamic one."""
     from services.gateway.tensor_options import declared
 
+    file = endpoints_file(file)
     try:
         inputs, listed_in = declared("input", input, input_name, input_type, input_size)
         outputs, listed_out = declared("output", output, output_name, output_type, output_size)
         config = _config(
-            engine=engine.value,
+            engine=engine,
             model=model,
             model_version=model_version,
             version=version,
             preprocess=str(preprocess.resolve()) if preprocess else None,
-            model_file=model_file,
+            model_file=model_file and as_given(model_file, file),
             inputs=inputs,
             outputs=outputs,
         )
@@ -149,17 +171,27 @@ def _config(**fields):
         raise InvalidInput(f"--{option}: {message}") from None
 
 
-def warn_if_code(config, file: Path) -> None:
+def as_given(model_file: str, file: Path) -> str:
+    """`--model-file` as the endpoint file keeps it: a relative path found beside the endpoint file as written (the
+    gateway takes it from there, `configured.model_file`), one found from the shell's directory instead made
+    absolute (the endpoint file may lie elsewhere, in the run directory), anything else as written."""
+    path = Path(model_file)
+    if path.is_absolute() or (file.resolve().parent / path).exists() or not path.exists():
+        return model_file
+    return str(path.resolve())
+
+
+def warn_if_code(config: EndpointConfig, file: Path) -> None:
     """One warning line when the endpoint's engine runs code in loading its model file (a pickle)."""
     from services.gateway.configured import model_file
     from services.gateway.model_files import runs_code_warning
 
     path = model_file(config, file.resolve().parent)
-    if path and engines.get(config.engine).runs_code(path):
+    if path and config.model_file and engines.get(config.engine).runs_code(path):
         console.print(f"warning: {runs_code_warning(config.model_file)}", markup=False)
 
 
-def check_triton(config, url: str | None, listed: set[str]) -> None:
+def check_triton(config: EndpointConfig, url: str | None, listed: set[str]) -> None:
     """A triton endpoint's model and tensors against Triton's own (`services.triton.metadata`), at `triton_address`:
     the address the gateway sends this endpoint's requests to. ServingError with
     the fix, in the form the tensors were given in (`listed`: the directions given as lists). A Triton that does not
@@ -206,7 +238,7 @@ def triton_address(url: str | None) -> str:
     return read_stack_info(RunSettings().run_dir).get("urls", {}).get("triton_grpc") or gateway.triton_grpc_url
 
 
-def add_endpoint(file: Path, name: str, config) -> None:
+def add_endpoint(file: Path, name: str, config: EndpointConfig) -> None:
     """Add (or replace) endpoint `name` of `file`. The file with the change is checked first, as the gateway would
     build it (that imports preprocess code and calls its load(), which may take long), without the file's lock; the
     change is then applied under the lock to the file as it is by then, so an entry another command added meanwhile
@@ -235,9 +267,11 @@ def add_endpoint(file: Path, name: str, config) -> None:
 
 
 @endpoints_app.command("remove")
-def endpoints_remove(name: str = typer.Argument(...), file: Path = ENDPOINTS_FILE) -> None:
+def endpoints_remove(name: str = typer.Argument(...), file: Path | None = ENDPOINTS_FILE) -> None:
     """Remove an endpoint (a valid one, or one the gateway reports invalid, whatever its name)."""
     from services.gateway.endpoints import EndpointsFile
+
+    file = endpoints_file(file)
 
     def apply(current: EndpointsFile) -> None:
         if not current.remove("endpoints", name):

@@ -1,6 +1,6 @@
 """The endpoint file: a JSON file declares each configured endpoint's engine, Triton model, preprocess code and
 tensors, and the custom statistics of any endpoint. `serving endpoints ...` and `serving metrics ...` edit it;
-workers follow it (`file_source.FileWatcher`) and build its endpoints (`configured.ConfiguredEndpoints`). Every change
+workers follow it (`file_source.FileWatcher`) and build its endpoints (`configured.build_configured`). Every change
 goes through `EndpointsFile.update` (a `LockedFile`): two commands at once never lose each other's change.
 
     {"endpoints": {"sst2": {"engine": "triton", "model": "encoder", "preprocess": "preprocess.py",
@@ -21,7 +21,7 @@ from services.common.contract import TensorSpec
 from services.common.errors import ConfigurationError
 from services.common.locked_file import LockedFile
 from services.common.names import RULE, is_valid_name, printable, shown
-from services.gateway import engines
+from services.gateway.engine_names import NAMES, SENDS_TO_TRITON
 from services.monitoring.statistics import EndpointMetrics
 
 T = TypeVar("T")
@@ -29,11 +29,8 @@ SECTIONS = ("endpoints", "metrics")
 
 
 class EndpointConfig(BaseModel):
-    engine: str = Field("triton", json_schema_extra={"enum": list(engines.NAMES)})
-    """One of the registered engines (`services.gateway.engines`): triton sends the preprocess output to a Triton
-    model over gRPC; custom and custom_async run the Preprocess class's own `process`; sklearn, xgboost and lightgbm
-    load `model_file` with their library and call its predict; onnxruntime (this project's own) runs an exported
-    model in-process."""
+    engine: str = Field("triton", json_schema_extra={"enum": list(NAMES)})
+    """One of the engines (`services.gateway.engines`, each with a one-line summary of its step)."""
     model: str | None = None
     """triton: the Triton model name; onnxruntime: an exported model directory (manifest.json, model.onnx)."""
     model_version: str = ""
@@ -52,14 +49,14 @@ class EndpointConfig(BaseModel):
     @field_validator("engine")
     @classmethod
     def _registered(cls, engine: str) -> str:
-        if engine not in engines.ENGINES:
-            raise ValueError(f"engine {shown(engine)} is not one of {', '.join(engines.NAMES)}")
+        if engine not in NAMES:
+            raise ValueError(f"engine {shown(engine)} is not one of {', '.join(NAMES)}")
         return engine
 
     @model_validator(mode="after")
     def _triton_model_name(self) -> EndpointConfig:
         """A Triton model is named by the same rule as endpoints (`services.common.names`)."""
-        if engines.get(self.engine).sends_to_triton and self.model is not None and not is_valid_name(self.model):
+        if self.engine in SENDS_TO_TRITON and self.model is not None and not is_valid_name(self.model):
             raise ValueError(f"Triton model name {shown(self.model)} is not valid: use {RULE}")
         return self
 
@@ -96,8 +93,10 @@ class EndpointsFile(BaseModel):
         if not isinstance(raw, dict):
             raise ConfigurationError(f'endpoint file {path} must be an object {{"endpoints": {{NAME: {{...}}}}}}')
         found: dict[str, dict] = {"endpoints": {}, "metrics": {}}
-        invalid, rejected = {}, {}
-        for section, model in zip(SECTIONS, (EndpointConfig, EndpointMetrics), strict=True):
+        invalid: dict[str, str] = {}
+        rejected: dict[str, dict[str, Any]] = {}
+        models: tuple[type[BaseModel], ...] = (EndpointConfig, EndpointMetrics)
+        for section, model in zip(SECTIONS, models, strict=True):
             entries = raw.get(section, {})
             if not isinstance(entries, dict):
                 raise ConfigurationError(f'endpoint file {path}: "{section}" must be an object keyed by endpoint name')
@@ -108,6 +107,10 @@ class EndpointsFile(BaseModel):
                     invalid[_where(section, name)] = str(problem)
                     rejected.setdefault(section, {})[name] = entry
         return cls(**found, invalid=invalid, rejected=rejected)
+
+    def preprocess_paths(self, base_dir: Path) -> list[Path]:
+        """Every preprocess file or folder the endpoints name (a relative one is relative to `base_dir`)."""
+        return [base_dir / config.preprocess for config in self.endpoints.values() if config.preprocess]
 
     def dump(self) -> str:
         sections = {

@@ -13,7 +13,7 @@ from services.common.cli import console, fail
 from services.common.cli_display import typer_app
 from services.common.errors import InvalidInput, NotFound, ServingError
 from services.common.names import check_name, shown
-from services.gateway.endpoint_commands import ENDPOINTS_FILE
+from services.gateway.endpoint_commands import ENDPOINTS_FILE, endpoints_file
 
 metrics_app = typer_app(
     help="Declare custom statistics per endpoint (clearml-serving's `metrics`); the gateway picks changes up "
@@ -67,13 +67,17 @@ def metrics_add(
         [], "--variable-value", help="NAME ...: last value (gauge) and a summary."
     ),
     variable_counter: list[str] = typer.Option([], "--variable-counter", help="NAME ...: a counter (adds the value)."),
-    log_frequency: float = typer.Option(None, min=0.0, max=1.0, help="Fraction of requests recorded (default 1)."),
-    file: Path = ENDPOINTS_FILE,
+    log_frequency: float | None = typer.Option(
+        None, min=0.0, max=1.0, help="Fraction of requests recorded (default 1)."
+    ),
+    file: Path | None = ENDPOINTS_FILE,
 ) -> None:
     """Declare variables of ENDPOINT, filled from collect_custom_statistics_fn, else the response field, else the
     request field of the same name."""
     from services.gateway.endpoints import EndpointsFile
     from services.monitoring.statistics import EndpointMetrics
+
+    file = endpoints_file(file)
 
     def apply(current: EndpointsFile) -> int:
         declared = current.metrics.get(endpoint) or EndpointMetrics()
@@ -94,14 +98,14 @@ def metrics_add(
 
 @metrics_app.command("list")
 def metrics_list(
-    file: Path = ENDPOINTS_FILE,
+    file: Path | None = ENDPOINTS_FILE,
     as_json: bool = typer.Option(False, "--json", help="The declared variables as JSON on stdout, for scripts."),
 ) -> None:
     """Show the declared variables."""
     from services.common.cli_display import show, table
     from services.gateway.endpoints import EndpointsFile
 
-    declared_metrics = EndpointsFile.read(file).metrics
+    declared_metrics = EndpointsFile.read(endpoints_file(file)).metrics
     if as_json:
         print(json.dumps({name: declared.model_dump() for name, declared in declared_metrics.items()}, indent=2))
         return
@@ -119,10 +123,12 @@ def metrics_remove(
     variable: list[str] = typer.Option(
         [], "--variable", help="Variables to remove (--variable a b); none: all of the endpoint's."
     ),
-    file: Path = ENDPOINTS_FILE,
+    file: Path | None = ENDPOINTS_FILE,
 ) -> None:
     """Remove declared variables (all of them: also an entry the gateway reports invalid, whatever its name)."""
     from services.gateway.endpoints import EndpointsFile
+
+    file = endpoints_file(file)
 
     def apply(current: EndpointsFile) -> None:
         declared = current.metrics.get(endpoint)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,7 @@ import; a model engine never gets a torch array (it predicts on numpy), and a se
 
 
 @contextmanager
-def _without(module: str):
+def _without(module: str) -> Iterator[None]:
     """`module` cannot be imported meanwhile (a module walk skips what fails to import)."""
 
     class Refuse(importlib.abc.MetaPathFinder):

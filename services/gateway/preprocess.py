@@ -75,7 +75,7 @@ class ClearMLModelEndpoint:
         )
 
 
-def load_preprocess_class(path: Path) -> type:
+def load_preprocess_class(path: Path) -> type[Any]:
     """The Preprocess class of a file, or of a package folder (its `__init__.py`, which may import its siblings)."""
     path = Path(path)
     package = path.is_dir()
@@ -86,6 +86,8 @@ def load_preprocess_class(path: Path) -> type:
     module_name = "preprocess_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     locations = [str(path)] if package else None
     spec = importlib.util.spec_from_file_location(module_name, entry, submodule_search_locations=locations)
+    if spec is None or spec.loader is None:
+        raise ConfigurationError(f"preprocess file {path} cannot be imported (not a Python file or package)")
     for loaded in [m for m in sys.modules if m == module_name or m.startswith(module_name + ".")]:
         del sys.modules[loaded]  # a reload after an edit imports the package's modules afresh
     module = importlib.util.module_from_spec(spec)
@@ -187,7 +189,7 @@ class EndpointRequests:
     def method(self) -> Callable[..., Any]:
         requests = self
 
-        def send_request(_self, endpoint: str, version: str | None = None, data: dict | None = None) -> Any:
+        def send_request(_self: object, endpoint: str, version: str | None = None, data: dict | None = None) -> Any:
             try:
                 asyncio.get_running_loop()
             except RuntimeError:  # sync code, on its worker thread: wait for the answer

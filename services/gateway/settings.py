@@ -48,6 +48,10 @@ class GatewaySettings(ApiSettings):
     to 30 s) and probed back, and a call that failed on it is sent once more to another (`services.triton.balancer`).
     `round_robin`: gRPC's own policy, each call to the next ready replica, whatever its size or speed
     (docs/decisions/replica-balance.md)."""
+    triton_hedge: bool = Field(True, validation_alias="GATEWAY_TRITON_HEDGE")
+    """With `least_work` over several replicas: a call its replica keeps unanswered past twice its size's usual time
+    gets a copy on another replica, and the first answer wins (copies at most 5% of the calls), so a replica that
+    turned slow holds a batch for that long, not for its whole call. false: every call waits on its one replica."""
     coalesce: bool = True
     """Join each worker's concurrent requests into one tokenizer call and one Triton request (fewer, larger
     requests for Triton; no delay for a lone request). The one setting whose default differs between the stacks:
@@ -75,7 +79,7 @@ class GatewaySettings(ApiSettings):
     state_url: str | None = None
     """The shared deployment state of registry-deployed endpoints (`SERVING_STATE_URL`, the controller's too),
     changed by the controller and the admin API; None: no deployed endpoints and no admin API state. `serving up` sets
-    the embedded SQLite file; a fleet a PostgreSQL URL (`services.lifecycle.state`)."""
+    the embedded SQLite file; a fleet a PostgreSQL URL (`services.lifecycle.store`)."""
     registry_url: str | None = Field(None, validation_alias="MLFLOW_TRACKING_URI")
     """The registry's tracking server (`MLFLOW_TRACKING_URI`, an http(s) URL of `mlflow server --serve-artifacts`):
     where a gateway on another host than the controller fetches a deployed version's manifest and tokenizer."""

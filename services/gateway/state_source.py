@@ -1,4 +1,4 @@
-"""Registry-deployed endpoints that follow the shared deployment state (`services.lifecycle.state`). Each worker asks
+"""Registry-deployed endpoints that follow the shared deployment state (`services.lifecycle.store`). Each worker asks
 the store for its revision (one small query) every poll interval; when it moved, it reads the state, builds the new
 set off the event loop and swaps it in with one assignment: requests in flight finish on the old set, none waits.
 
@@ -7,7 +7,7 @@ While the store cannot be reached the last set keeps serving: `/health/ready` sa
 again says so and catches up with whatever changed meanwhile.
 
 A store that lost its state (its tables gone, its file emptied or replaced) or holds an older state than the worker
-applied is not applied either (`services.lifecycle.state_rules`): the last set keeps serving, `/health/ready` says
+applied is not applied either (`services.lifecycle.store.rules`): the last set keeps serving, `/health/ready` says
 `"state_store": "lost: <what happened>; <what to do>"`, `serving_state_store_regressed` is 1 and the log says it at
 ERROR. A worker that starts against such a store serves the last good state this host read
 (`DeploymentStore.remembered`). Once an operator restored the store, its new epoch makes it newer, and it is followed
@@ -25,16 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from observability import metrics
+from services.api.endpoint import Endpoints
 from services.common.errors import ConfigurationError
-from services.gateway.watcher import EndpointSet, Poll, Watcher, redact_paths
-from services.lifecycle.state import (
-    Deployments,
-    DeploymentStore,
-    Stamp,
-    StateInvalid,
-    StateLost,
-    StateStoreUnavailable,
-)
+from services.gateway.watcher import Poll, Watcher, redact_paths
+from services.lifecycle.deployments import Deployments, StateInvalid
+from services.lifecycle.store import DeploymentStore, Stamp, StateLost, StateStoreUnavailable
 
 log = logging.getLogger(__name__)
 NAME = "deployment state"
@@ -46,7 +41,7 @@ class StoreSource:
 
     name = NAME
 
-    def __init__(self, store: DeploymentStore, build: Callable[[Deployments], EndpointSet]):
+    def __init__(self, store: DeploymentStore, build: Callable[[Deployments], Endpoints]):
         self.store = store
         self.build = build
         self.outage: str | None = None
@@ -56,7 +51,7 @@ class StoreSource:
         self._up = metrics.STATE_STORE_UP.labels(store.backend)
         self._regressed = metrics.STATE_STORE_REGRESSED.labels(store.backend)
 
-    def poll(self, served: Stamp | None, current: EndpointSet) -> Poll:
+    def poll(self, served: Stamp | None) -> Poll:
         """The store's stamp; when it moved since `served`, the state read and built (blocking calls)."""
         stamp = None
         try:
@@ -140,7 +135,7 @@ class StoreSource:
 
 
 def StoreWatcher(  # noqa: N802 - a watcher of the store, built like one
-    store: DeploymentStore, build: Callable[[Deployments], EndpointSet], interval: float
+    store: DeploymentStore, build: Callable[[Deployments], Endpoints], interval: float
 ) -> Watcher:
     """A watcher of the deployment state in `store`, whose sets `build` makes."""
     return Watcher(StoreSource(store, build), interval)

@@ -12,6 +12,7 @@ whole shape, the batch axis first. Each problem is an InvalidInput naming the op
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -54,7 +55,7 @@ def sizes(values: list[str], option: str) -> list[list[int]]:
     return parsed
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -69,7 +70,9 @@ def list_specs(direction: str, names: list[str], types: list[str], shapes: list[
     return [_spec(options[1], name, dtype, shape, dtype) for name, dtype, shape in zip(names, types, dims, strict=True)]
 
 
-def declared(direction: str, specs: list[str], names: list[str], types: list[str], shapes: list[str]):
+def declared(
+    direction: str, specs: list[str], names: list[str], types: list[str], shapes: list[str]
+) -> tuple[list[TensorSpec], bool]:
     """The tensors declared for `direction` ("input" or "output") in either form (not both), and whether the list
     form was used (a fix is then suggested in that form)."""
     listed = bool(names or types or shapes)
@@ -83,7 +86,7 @@ def declared(direction: str, specs: list[str], names: list[str], types: list[str
     return [colon_spec(text, f"--{direction}") for text in specs], False
 
 
-def fix(listed: set[str]):
+def fix(listed: set[str]) -> Callable[[str, TensorSpec], str]:
     """How a message names the option that declares a tensor as Triton has it, in the form the user typed (`listed`:
     the directions, "input" and "output", given in clearml-serving's list form)."""
 

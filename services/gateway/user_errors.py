@@ -17,7 +17,8 @@ def not_users(exc: BaseException) -> bool:
     failing. A CancelledError user code let through (it cancelled something of its own) is the user's."""
     if isinstance(exc, ServingError):
         return True
-    return isinstance(exc, asyncio.CancelledError) and asyncio.current_task().cancelling() > 0
+    task = asyncio.current_task()
+    return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
 
 
 def describe(exc: BaseException) -> str:

@@ -26,8 +26,8 @@ from services.common import artifacts
 from services.common.confined import within
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest, sha256_file, verify_as_checked
 from services.common.errors import ConfigurationError, NotFound, Unavailable
+from services.lifecycle.deployments import VersionState
 from services.lifecycle.model_dirs import artifact_dir
-from services.lifecycle.state import VersionState
 
 FILES = [MANIFEST_FILE, TOKENIZER_FILE]
 ARTIFACT_PATH = "model"

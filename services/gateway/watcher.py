@@ -1,8 +1,8 @@
-"""Endpoint sets that follow a source: the endpoint file (configured endpoints, `file_source`) and the deployment
-state (registry-deployed endpoints, `state_source`). One `Watcher` polls each source; on a change the source builds
-the new set beside the old one, off the event loop, and the watcher swaps it in with one assignment: requests in
-flight finish on the old set, no request waits for the reload (clearml-serving pauses all traffic on a change; this
-does not). A source that fails to build leaves the previous set serving, and says why."""
+"""Endpoints that follow a source: the endpoint file (configured endpoints, `file_source`) and the deployment state
+(registry-deployed endpoints, `state_source`). One `Watcher` polls each source; on a change the source builds the new
+snapshot (`Endpoints`) beside the old one, off the event loop, and the watcher swaps it in with one assignment:
+requests in flight finish on the old snapshot, no request waits for the reload (clearml-serving pauses all traffic on
+a change; this does not). A source that fails to build leaves the previous snapshot serving, and says why."""
 
 from __future__ import annotations
 
@@ -14,57 +14,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from observability import metrics
-from services.common.backend import ModelEndpoint, PipelineEndpoint
+from services.api.endpoint import Endpoints, EndpointSource
 from services.common.names import printable
-from services.monitoring.statistics import EndpointMetrics
 
 log = logging.getLogger(__name__)
-
-
-class EndpointSet(Protocol):
-    """An immutable set of endpoints built from one file in one go (`ConfiguredEndpoints`, `DeployedEndpoints`):
-    what a FileWatcher serves, and replaces whole when the file changes."""
-
-    errors: dict[str, str]
-    """The file's entries that were left out, and why (key: the endpoint)."""
-    metrics: dict[str, EndpointMetrics]
-    """Custom statistics the file declares, by endpoint name (for any endpoint of the server)."""
-
-    def get(self, name: str) -> ModelEndpoint | PipelineEndpoint | None: ...
-
-    def names(self) -> list[str]: ...
-
-    def source_stamps(self) -> tuple:
-        """Stamps of the other files it was built from (preprocess code), as they are now on disk."""
-
-    def read_stamps(self) -> tuple:
-        """The same stamps taken just before the set read those files: when `source_stamps()` differs from them,
-        a file changed after it was read (perhaps while the set was being built), and the set is rebuilt."""
-
-    def unload(self) -> None:
-        """Release what it loaded (user code's unload()), once no request uses it any more."""
-
-
-class EmptyEndpoints:
-    """What a watcher serves while its file has never loaded."""
-
-    errors: dict[str, str] = {}
-    metrics: dict[str, EndpointMetrics] = {}
-
-    def get(self, name: str) -> None:
-        return None
-
-    def names(self) -> list[str]:
-        return []
-
-    def source_stamps(self) -> tuple:
-        return ()
-
-    def read_stamps(self) -> tuple:
-        return ()
-
-    def unload(self) -> None:
-        return None
 
 
 @dataclass
@@ -72,10 +25,10 @@ class Poll:
     """What one look at a source found (taken off the event loop, applied on it)."""
 
     stamp: Any = None
-    """Where the source stands now; None: it could not tell (the served set stays, and its stamp)."""
-    loaded: EndpointSet | None = None
-    """The set built from the source at `stamp`, to serve; None: nothing new to serve. With an `error`: the last good
-    set of the source, served in its place (a worker that starts against a state it cannot serve)."""
+    """Where the source stands now; None: it could not tell (the served snapshot stays, and its stamp)."""
+    loaded: Endpoints | None = None
+    """The snapshot built from the source at `stamp`, to serve; None: nothing new to serve. With an `error`: the
+    last good snapshot of the source, served in its place (a worker that starts against a state it cannot serve)."""
     error: str | None = None
     """The source at `stamp` could not be served: why."""
 
@@ -86,9 +39,9 @@ class Source(Protocol):
     name: str
     """Its key in /health/ready's config_errors and its `file` label in `serving_config_errors`."""
 
-    def poll(self, served: Any, current: EndpointSet) -> Poll:
-        """Where the source stands; when it moved since `served` (the served set's stamp), the set built from it
-        (blocking: run off the event loop)."""
+    def poll(self, served: Any) -> Poll:
+        """Where the source stands; when it moved since `served` (the served snapshot's stamp), the snapshot built
+        from it (blocking: run off the event loop)."""
 
     def redact(self, text: str) -> str:
         """`text` as the open /health/ready may show it (no host paths)."""
@@ -100,13 +53,14 @@ class Source(Protocol):
         """The source at `stamp`, for the log."""
 
 
-class Watcher:
-    """An endpoint resolver over a source: polls it every `interval` seconds and serves the last set it built.
+class Watcher(EndpointSource):
+    """An endpoint source over a polled source: polls it every `interval` seconds and serves the last snapshot it
+    built.
 
     A source's stamps are taken before it is read, never after: a change made while a (slow) build was reading is
     a change still to apply, so `check` builds again at once (up to `REBUILDS` times) rather than take it for the
-    set being served. A replaced set stays loaded `retire_after` seconds (its requests in flight finish) before its
-    unload() runs."""
+    snapshot being served. A replaced snapshot stays loaded `retire_after` seconds (its requests in flight finish)
+    before its unload() runs."""
 
     REBUILDS = 3
 
@@ -114,33 +68,27 @@ class Watcher:
         self.source = source
         self.interval = interval
         self.retire_after = retire_after
-        self.current: EndpointSet = EmptyEndpoints()
+        self.served = Endpoints()
         self.stamp: Any = None
-        """The served set's stamp (or that of the source's last error); None: nothing read yet."""
+        """The served snapshot's stamp (or that of the source's last error); None: nothing read yet."""
         self.error: str | None = None
         self._task: asyncio.Task | None = None
-        self._retiring: dict[asyncio.Task, EndpointSet] = {}
-        """Replaced sets waiting out `retire_after`, by the task that unloads them."""
-        self._apply(source.poll(None, self.current))
+        self._retiring: dict[asyncio.Task, Endpoints] = {}
+        """Replaced snapshots waiting out `retire_after`, by the task that unloads them."""
+        self._apply(source.poll(None))
 
     @property
     def revision(self) -> int | None:
         """The served state's revision, for a source stamped with one (the deployment state)."""
         return getattr(self.stamp, "revision", None)
 
-    def resolve(self, name: str) -> ModelEndpoint | PipelineEndpoint | None:
-        return self.current.get(name)
-
-    def names(self) -> list[str]:
-        return self.current.names()
-
-    def declared(self, name: str) -> EndpointMetrics | None:
-        return self.current.metrics.get(name)
+    def current(self) -> Endpoints:
+        return self.served
 
     def errors(self) -> dict[str, str]:
         """What is wrong with the source (key: its name) or with entries in it (key: the endpoint), as the open
         /health/ready shows it (the log has the full text of each problem)."""
-        errors = {name: self.source.redact(problem) for name, problem in self.current.errors.items()}
+        errors = {name: self.source.redact(problem) for name, problem in self.served.errors.items()}
         if self.error:
             errors[self.source.name] = self.source.redact(self.error) + " (still serving the previous one)"
         return errors
@@ -159,7 +107,7 @@ class Watcher:
         for task, replaced in retiring:  # the worker stops: no request is left for them, unload them now
             task.cancel()
             await asyncio.to_thread(replaced.unload)
-        await asyncio.to_thread(self.current.unload)
+        await asyncio.to_thread(self.served.unload)
 
     async def _run(self) -> None:
         while True:
@@ -167,12 +115,12 @@ class Watcher:
             await self.check()
 
     async def check(self) -> bool:
-        """Build and swap in while the source moved since the served set (at most `REBUILDS` builds); True when a
-        new set was swapped in."""
+        """Build and swap in while the source moved since the served snapshot (at most `REBUILDS` builds); True when
+        a new snapshot was swapped in."""
         swapped = False
         for _ in range(self.REBUILDS):
-            found = await asyncio.to_thread(self.source.poll, self.stamp, self.current)
-            previous = self.current
+            found = await asyncio.to_thread(self.source.poll, self.stamp)
+            previous = self.served
             if not self._apply(found):
                 break
             task = asyncio.get_running_loop().create_task(self._retire(previous))
@@ -183,10 +131,10 @@ class Watcher:
     def _apply(self, found: Poll) -> bool:
         """Serve what `found` built (True), or keep serving and record its error."""
         if found.loaded is not None:
-            self.current, self.error = found.loaded, None
+            self.served, self.error = found.loaded, None
             if found.error is None:
                 log.info("%s applied", self.source.describe(found.stamp))
-            for name, problem in self.current.errors.items():
+            for name, problem in self.served.errors.items():
                 log.error("%s: endpoint '%s' not served: %s", self.source.name, printable(name), problem)
         if found.error is not None:
             self.error = found.error
@@ -198,9 +146,10 @@ class Watcher:
         metrics.CONFIG_ERRORS.labels(self.source.name).set(len(self.errors()))
         return found.loaded is not None
 
-    async def _retire(self, replaced: EndpointSet) -> None:
+    async def _retire(self, replaced: Endpoints) -> None:
         await asyncio.sleep(self.retire_after)
-        self._retiring.pop(asyncio.current_task(), None)
+        if (task := asyncio.current_task()) is not None:
+            self._retiring.pop(task, None)
         await asyncio.to_thread(replaced.unload)
 
 

@@ -24,14 +24,32 @@ def _alive(pid: int) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process `pid` runs (a zombie, dead but not yet reaped by a parent that is not us, does not)."""
+    """Whether process `pid` runs (`_running`; a zombie, dead but not yet reaped by a parent that is not us, does
+    not)."""
     if not _alive(pid):
         return False
+    fields = _stat(pid)
+    return fields is None or _running(pid, fields[0])  # no /proc: trust the signal
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after its command's name (its state first, then its parent, then its group);
+    None where it cannot be read (no /proc, or the process gone meanwhile)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
     except OSError:
-        return True  # no /proc: trust the signal
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+        return None
+
+
+def _running(pid: int | str, state: str) -> bool:
+    """Whether a process in `state` runs: it is no zombie, or it is one whose main thread ended while another thread
+    of it still runs (during its exit, or after `pthread_exit`), holding its memory, files and ports."""
+    if state != "Z":
+        return True
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False  # reaped meanwhile
 
 
 def stop_process(pid: int, timeout: float) -> bool:
@@ -54,12 +72,28 @@ def stop_process(pid: int, timeout: float) -> bool:
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any process of the group `pgid` is left."""
+    """Whether any process of the group `pgid` runs. Zombies whose threads have all ended do not count: they hold no
+    port, file or memory, and those whose parent exited first wait for PID 1 to reap them, which some container
+    inits do only every few seconds."""
     try:
         os.killpg(pgid, 0)
-        return True
     except ProcessLookupError:
         return False
+    if not Path("/proc").is_dir():
+        return True  # no /proc: trust the signal
+    if _runs_in(str(pgid), pgid):  # the leader, most often the one still running
+        return True
+    try:
+        pids = [entry for entry in os.listdir("/proc") if entry.isdigit() and entry != str(pgid)]
+    except OSError:
+        return True
+    return any(_runs_in(pid, pgid) for pid in pids)
+
+
+def _runs_in(pid: str, pgid: int) -> bool:
+    """Whether process `pid` is in group `pgid` and runs (`_running`)."""
+    fields = _stat(pid)
+    return fields is not None and int(fields[2]) == pgid and _running(pid, fields[0])
 
 
 def stop_group(pgid: int, timeout: float) -> None:

@@ -93,7 +93,7 @@ class Launcher:
                     return
             except httpx.HTTPError:
                 pass
-            time.sleep(0.25)
+            time.sleep(0.1)
         raise ConfigurationError(
             f"{spec.name} was not ready at {spec.ready_url} after {timeout:.0f}s" + self._log_hint(spec)
         )

@@ -25,14 +25,17 @@ class PortClaim:
     """A command-line option (`--port`: given as `--port 8081`) or a variable (`PORT`: `PORT=8081`)."""
 
     def moved_to(self, port: int) -> str:
-        """How the user gives `port` instead: `--port 8081`, or `PORT=8081` for a variable."""
+        """How the user gives `port` instead: `--port 8081`, or `PORT=8081` for a variable (`port 8081` with none)."""
+        if self.option is None:
+            return f"port {port}"
         return f"{self.option} {port}" if self.option.startswith("-") else f"{self.option}={port}"
 
 
-def check_ports(claims: list[PortClaim]) -> None:
-    """ConfigurationError listing every claimed port that is in use or claimed by two processes; nothing otherwise."""
+def check_ports(claims: list[PortClaim], unclaimed: frozenset[int] = frozenset()) -> None:
+    """ConfigurationError listing every claimed port that is in use or claimed by two processes; nothing otherwise.
+    A free port it suggests instead is free now and none the run binds, `unclaimed` (bound, not checked) included."""
     counts = Counter(claim.port for claim in claims)
-    taken = {claim.port for claim in claims}
+    taken = {claim.port for claim in claims} | set(unclaimed)
     problems, moves, in_use = [], [], False
     for claim in claims:
         where = f"port {claim.port} ({claim.process}" + (f", {claim.option})" if claim.option else ")")

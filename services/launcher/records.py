@@ -24,12 +24,12 @@ SUPERVISOR = "supervisor"
 log = logging.getLogger(__name__)
 
 
-def _write_json(path: Path, data: dict) -> None:
-    """Replace `path` atomically (`serving status` may read it while the supervisor writes it) with a file only its
-    owner may read."""
+def _replace(path: Path, text: str) -> None:
+    """Replace `path` atomically (`serving status` and `serving down` may read it while the supervisor writes it: a
+    pid file read between its truncation and its write was empty) with a file only its owner may read."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        write_private(tmp, json.dumps(data) + "\n")
+        write_private(tmp, text)
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)
@@ -59,8 +59,8 @@ def write_meta(run_dir: Path, meta: dict) -> None:
     """A record from its metadata (`name`, `pid`, ...): the pid file and the JSON file; one that cannot be written is
     said (`_unrecorded`): the process it records runs all the same."""
     try:
-        write_private(run_dir / f"{meta['name']}.pid", str(meta["pid"]))
-        _write_json(run_dir / f"{meta['name']}.json", meta)
+        _replace(run_dir / f"{meta['name']}.pid", str(meta["pid"]))
+        _replace(run_dir / f"{meta['name']}.json", json.dumps(meta) + "\n")
     except OSError as error:
         _unrecorded(meta["name"], error)
 
@@ -76,7 +76,7 @@ def read_meta(run_dir: Path, name: str) -> dict:
 def update_record(run_dir: Path, name: str, fields: dict) -> None:
     """Add `fields` to a process's record (the supervisor's view of it); one that cannot be written is said."""
     try:
-        _write_json(run_dir / f"{name}.json", read_meta(run_dir, name) | fields)
+        _replace(run_dir / f"{name}.json", json.dumps(read_meta(run_dir, name) | fields) + "\n")
     except OSError as error:
         _unrecorded(name, error)
 

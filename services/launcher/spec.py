@@ -29,7 +29,7 @@ class ProcessSpec:
     """One liveness check with a deadline in seconds, raising with the reason when the process is wedged (it runs but
     does not do its work); the supervisor runs it every few seconds and restarts the process after several
     failures in a row. None: the process is watched for its exit only."""
-    prepare: Callable[[], None] | None = None
+    prepare: Callable[[], object] | None = None
     """Runs before each start, the first and every restart (e.g. a fresh directory for prometheus_client's files:
     a dead process's files would add up with the new one's)."""
     cleanup: Callable[[], None] | None = None

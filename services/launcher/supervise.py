@@ -93,7 +93,7 @@ class Supervisor:
 
     def run(self) -> int:
         """Watch until SIGTERM or SIGINT (`serving down`, Ctrl-C), then stop every process, last first."""
-        stop = {"signal": None}
+        stop: dict[str, int | None] = {"signal": None}
         signal.signal(signal.SIGTERM, lambda signum, frame: stop.update(signal=signum))
         signal.signal(signal.SIGINT, lambda signum, frame: stop.update(signal=signum))
         log.info("supervising %s", ", ".join(w.spec.name for w in self.watched))
@@ -153,7 +153,7 @@ class Supervisor:
         if watched.phase == "starting":
             if now > watched.due:
                 self._restart(watched, f"not ready after {self.ready_timeout:g}s", now)
-            else:
+            elif spec.ready_url is not None:  # always, while starting
                 watched.check = self.pool.submit(http_ready, spec.ready_url, min(2.0, self.settings.probe_timeout))
         elif spec.liveness is not None and now >= watched.due:
             watched.due = now + self.settings.probe_period

@@ -9,7 +9,7 @@ import re
 import numpy as np
 
 from services.common.contract import WARMUP_TEXTS, Manifest
-from services.lifecycle.state import EndpointState
+from services.lifecycle.deployments import EndpointState
 
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/-])/[^\s'\"`:,;()\[\]]*")
 

@@ -1,17 +1,18 @@
 """The deployment state as one document: each endpoint's registry versions, in which state, with which traffic policy.
-Pure data (pydantic models); `services.lifecycle.state.DeploymentStore` keeps it in the shared store.
+Pure data (pydantic models); `services.lifecycle.store.DeploymentStore` keeps it in the shared store.
 
 The document is input like any request: whoever can write the store, or hand an operator a backup, writes it. So
 every reader validates it whole by the rules of every other door (`services.common.names`): endpoint names, registered
 model names, version keys (each `VersionState.version` equal to its key), numbers within the bounds below, no NaN or
-infinity. A state that breaks one is refused whole (`state.StateInvalid`). Paths are never taken from it: a version's
+infinity. A state that breaks one is refused whole (`StateInvalid`). Paths are never taken from it: a version's
 files are at `<models directory>/<endpoint>/<version>`, joined by `services.common.confined.within`."""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Literal
+from enum import StrEnum
+from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -28,7 +29,26 @@ from services.common.names import (
     shown,
 )
 
-VersionPhase = Literal["loading", "live", "draining", "rejected"]
+
+class Phase(StrEnum):
+    """Where a version stands. A version is added `loading`, goes `live` once every check passed (then it may get
+    traffic), `draining` when taken out of traffic (unloaded and forgotten once drained), `rejected` when a check or a
+    rollout failed it (it never gets traffic again unless redeployed). Two more stages are read from the fields
+    beside the phase: `VersionState.verified` and `VersionState.draining_out`."""
+
+    LOADING = "loading"
+    LIVE = "live"
+    DRAINING = "draining"
+    REJECTED = "rejected"
+
+
+class RolloutStatus(StrEnum):
+    """Where a rollout stands: `running` moves traffic step by step; `promoted` and `rolled_back` are its ends."""
+
+    RUNNING = "running"
+    PROMOTED = "promoted"
+    ROLLED_BACK = "rolled_back"
+
 
 MOST_VERSIONS = 64
 """The most live versions an endpoint keeps (`max_versions`), and the most versions a canary splits over: each live
@@ -67,7 +87,7 @@ def _endpoint_name(name: str) -> str:
     return name
 
 
-def _escaped(limit: int):
+def _escaped(limit: int) -> AfterValidator:
     """A validator: a text with its control characters escaped (a newline as `\\n`) and cut to `limit`, so that a
     reason or an outcome reaches an operator's terminal as text, never as escape sequences, and stays valid when the
     state is read again."""
@@ -110,7 +130,7 @@ class VersionState(StateModel):
     version: VersionKey
     """The registry version; also the version directory in Triton's model repository. Equal to its key in
     `EndpointState.versions`."""
-    state: VersionPhase = "loading"
+    state: Phase = Phase.LOADING
     model_dir: Annotated[str, Field(max_length=LONGEST_TEXT)] | None = None
     """Where the controller fetched the version's artifacts (manifest, tokenizer, ONNX file), as a record: every
     process finds a version's files under its own models directory (`<models_dir>/<endpoint>/<version>/model`), never
@@ -148,9 +168,19 @@ class VersionState(StateModel):
             raise ValueError("lineage.artifacts maps file names to their sha256")
         return lineage
 
+    def verified(self) -> bool:
+        """`loading`, and checked by the controller (it carries its lineage from then on): with
+        CONTROLLER_PLACEMENT=agents, the replicas may load it."""
+        return self.state == Phase.LOADING and bool(self.lineage)
+
+    def draining_out(self) -> bool:
+        """Out of traffic and still held by Triton until it has drained: `draining`, or `rejected` by a rollout that
+        had given it traffic (its drain start set; one rejected at deployment never had any)."""
+        return self.state == Phase.DRAINING or (self.state == Phase.REJECTED and self.drain_started is not None)
+
 
 class RolloutPolicy(StateModel):
-    """How a rollout moves traffic and judges each step (`rollout_judge`): every threshold with its one default and
+    """How a rollout moves traffic and judges each step (`rollouts.judge`): every threshold with its one default and
     its bounds (the admin API takes a policy by this model)."""
 
     steps: list[int] = Field(default_factory=lambda: [10, 50, 100], min_length=1, max_length=100)
@@ -186,9 +216,9 @@ class Rollout(RolloutPolicy):
     """The step under way: an index into `steps`."""
     step_started: float | None = Field(None, ge=0, le=LATEST_TIME)
     baseline: dict | None = None
-    """The gateway's per-version counters when the step started (a `rollout.Snapshot`): kept here so that a
+    """The gateway's per-version counters when the step started (a `rollouts.windows.Snapshot`): kept here so that a
     restarted controller judges the same window."""
-    status: Literal["running", "promoted", "rolled_back"] = "running"
+    status: RolloutStatus = RolloutStatus.RUNNING
     outcome: Text | None = None
     waiting: Text | None = None
     """What the step waits for past its dwell (requests on each version), while it waits."""
@@ -198,6 +228,13 @@ class Rollout(RolloutPolicy):
         if self.step >= len(self.steps):
             raise ValueError(f"step {self.step} is not one of the {len(self.steps)} steps (counted from 0)")
         return self
+
+    def running(self) -> bool:
+        return self.status == RolloutStatus.RUNNING
+
+    def share(self) -> int:
+        """The new version's percentage of traffic at the step under way."""
+        return self.steps[min(self.step, len(self.steps) - 1)]
 
 
 Weight = Annotated[float, Field(ge=0, le=LARGEST_WEIGHT)]
@@ -233,7 +270,11 @@ class EndpointState(StateModel):
 
     def live(self) -> list[str]:
         """Live versions, newest first."""
-        return sorted((v for v, s in self.versions.items() if s.state == "live"), key=int, reverse=True)
+        return sorted((v for v, s in self.versions.items() if s.state == Phase.LIVE), key=int, reverse=True)
+
+    def running_rollout(self) -> Rollout | None:
+        """The rollout, while it runs."""
+        return self.rollout if self.rollout is not None and self.rollout.running() else None
 
 
 class Deployments(StateModel):

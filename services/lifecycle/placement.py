@@ -3,37 +3,30 @@ them. Pure rules over the deployment state and the replicas' reports (`Deploymen
 `transitions` (which change the state) but written the same way: no store, registry, Triton or clock.
 
 The controller checks a new version as in local placement, then records it as verified (`transitions.mark_verified`,
-still `loading`); each replica's agent (`services.replica.agent`) loads the versions `wanted` by every endpoint and
-reports those its Triton holds ready; the controller makes the version live once `ready_everywhere` says so.
+still `loading`: `VersionState.verified`); each replica's agent (`services.replica.agent`) loads the versions
+`wanted` by every endpoint and reports those its Triton holds ready; the controller makes the version live once
+`ready_everywhere` says so.
 """
 
 from __future__ import annotations
 
-from services.lifecycle.state import EndpointState, VersionState
-from services.lifecycle.transitions import REJECTED
+from services.lifecycle.deployments import EndpointState, Phase
 
 Replicas = dict[str, dict[str, list[str]]]
 """What `DeploymentStore.replicas` answers: replica -> endpoint -> versions its Triton holds ready."""
 
 
-def verified(record: VersionState) -> bool:
-    """A `loading` version the controller has checked (it carries its lineage from then on): replicas may load it."""
-    return record.state == "loading" and bool(record.lineage)
-
-
 def to_load(item: EndpointState) -> list[str]:
     """Versions a replica loads when it lacks them, oldest first: the live ones and the verified loading ones."""
-    return sorted((v for v, record in item.versions.items() if record.state == "live" or verified(record)), key=int)
+    return sorted(
+        (v for v, record in item.versions.items() if record.state == Phase.LIVE or record.verified()), key=int
+    )
 
 
 def wanted(item: EndpointState) -> list[str]:
     """Versions a replica holds now, oldest first: `to_load`, and the ones taken out of traffic that have not drained
     yet (requests routed before the change may still reach them; kept where they are, never loaded again)."""
-    draining = [
-        version
-        for version, record in item.versions.items()
-        if record.state == "draining" or (record.state == REJECTED and record.drain_started is not None)
-    ]
+    draining = [version for version, record in item.versions.items() if record.draining_out()]
     return sorted([*to_load(item), *draining], key=int)
 
 

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from services.lifecycle.rollout import Snapshot
+from services.lifecycle.rollouts.windows import Snapshot
 
 
 class RegistryVersion(Protocol):

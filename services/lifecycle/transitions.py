@@ -17,16 +17,23 @@ from typing import TYPE_CHECKING, Any
 from services.common.contract import Manifest
 from services.common.errors import Conflict, InvalidInput, NotFound
 from services.common.names import check_name
-from services.lifecycle.deployments import RolloutPolicy
+from services.lifecycle.deployments import (
+    Deployments,
+    EndpointState,
+    Phase,
+    Rollout,
+    RolloutPolicy,
+    RolloutStatus,
+    VersionState,
+)
 from services.lifecycle.routing import effective_weights
-from services.lifecycle.state import Deployments, EndpointState, Rollout, VersionState
 from services.triton.repository import MODELS
 
 if TYPE_CHECKING:
     from services.lifecycle.ports import RegistryVersion
 
-REJECTED = "rejected"
-"""One word for a version that must never (again) get traffic: its state, its registry tag (`deployment=rejected`
+REJECTED = Phase.REJECTED.value
+"""One word for a version that must never (again) get traffic: its phase, its registry tag (`deployment=rejected`
 when a deployment check failed, `rollout=rejected` when a rollout rolled it back) and the controller's log."""
 
 
@@ -58,13 +65,13 @@ def canary(state: Deployments, name: str, weights: list[float], versions: list[s
     item = endpoint(state, name)
     if versions is not None:
         for version in versions:
-            if version not in item.versions or item.versions[version].state != "live":
+            if version not in item.versions or item.versions[version].state != Phase.LIVE:
                 raise Conflict(not_live(item, name, version))
         item.weights, item.newest_weights = dict(zip(versions, weights, strict=True)), []
     else:
         item.weights, item.newest_weights = {}, list(weights)
-    if item.rollout and item.rollout.status == "running":
-        item.rollout.status, item.rollout.outcome = "rolled_back", "replaced by a canary split"
+    if (rollout := item.running_rollout()) is not None:
+        rollout.status, rollout.outcome = RolloutStatus.ROLLED_BACK, "replaced by a canary split"
     return effective_weights(item)
 
 
@@ -74,7 +81,7 @@ def start_rollout(state: Deployments, name: str, version: str, **policy: Any) ->
     ends: the rollout decides the shares."""
     item = endpoint(state, name)
     target = item.versions.get(version)
-    if target is None or target.state not in ("live", "loading"):
+    if target is None or target.state not in (Phase.LIVE, Phase.LOADING):
         raise Conflict(not_live(item, name, version))
     shares = effective_weights(item)
     stable = max((v for v in shares if v != version), key=lambda v: shares[v], default=None)
@@ -106,7 +113,7 @@ def redeploy(state: Deployments, name: str, version: str) -> None:
             f"'{name}' never had version {version} (it had {known or 'none'}); the controller deploys new registry "
             f"versions itself (`serving model auto-update {name} --name MODEL`)"
         )
-    if record is not None and record.state in ("live", "loading"):
+    if record is not None and record.state in (Phase.LIVE, Phase.LOADING):
         raise Conflict(f"version {version} of '{name}' is {record.state} already: nothing to deploy again")
     item.versions[version] = VersionState(version=version)
     if version in item.removed:
@@ -119,8 +126,8 @@ def not_live(item: EndpointState, name: str, version: str) -> str:
     live = f"live: {item.live() or 'none'}"
     if record is None and version not in item.removed:
         return f"'{name}' has no version {version} ({live}); `serving model list {name}` shows its versions"
-    if record is None or record.state in (REJECTED, "draining"):
-        why = "removed" if record is None or record.state == "draining" else f"rejected ({record.reason})"
+    if record is None or record.state in (Phase.REJECTED, Phase.DRAINING):
+        why = "removed" if record is None or record.state == Phase.DRAINING else f"rejected ({record.reason})"
         return (
             f"version {version} of '{name}' is {why}, not live ({live}); deploy it again first: "
             f"`serving model redeploy {name} --version {version}`"
@@ -133,7 +140,7 @@ def remove(state: Deployments, name: str, version: str, now: float) -> None:
     item = endpoint(state, name)
     if version not in item.versions:
         raise NotFound(f"'{name}' has no version {version}")
-    item.versions[version].state, item.versions[version].drain_started = "draining", now
+    item.versions[version].state, item.versions[version].drain_started = Phase.DRAINING, now
     item.weights.pop(version, None)
     if version not in item.removed:
         item.removed.append(version)  # once drained and forgotten, discovery must not bring it back
@@ -169,34 +176,35 @@ def mark_live(
     gone while the controller deployed it."""
     item = endpoint(state, name)
     record = item.versions.get(version)
-    if record is None or record.state != "loading" or version in item.removed:
+    if record is None or record.state != Phase.LOADING or version in item.removed:
         return False
     serving = effective_weights(item)
-    record.state, record.model_dir, record.deployed_at = "live", model_dir, _iso(now)
+    record.state, record.model_dir, record.deployed_at = Phase.LIVE, model_dir, _iso(now)
     record.lineage = lineage
     if not item.contract_outputs:
         item.contract_inputs, item.contract_outputs = manifest.inputs, manifest.outputs
     if item.rollout_policy is not None and serving and all(int(version) > int(v) for v in serving):
-        _roll_out_arrival(item, version, max(serving, key=lambda v: serving[v]))
+        _roll_out_arrival(item, item.rollout_policy, version, max(serving, key=lambda v: serving[v]))
     return True
 
 
-def _roll_out_arrival(item: EndpointState, version: str, stable: str) -> None:
-    """The endpoint's rollout policy moves traffic to `version`, newer than all that serve, from `stable`, the
+def _roll_out_arrival(item: EndpointState, policy: RolloutPolicy, version: str, stable: str) -> None:
+    """The endpoint's rollout `policy` moves traffic to `version`, newer than all that serve, from `stable`, the
     version with most traffic; a rollout under way gives way to it (as Flagger restarts its analysis on a new
     revision)."""
-    if item.rollout and item.rollout.status == "running":
-        item.rollout.status = "rolled_back"
-        item.rollout.outcome = f"replaced by the rollout of version {version}"
-    item.rollout = Rollout(version=version, stable=stable, **item.rollout_policy.model_dump())
+    if (running := item.running_rollout()) is not None:
+        running.status = RolloutStatus.ROLLED_BACK
+        running.outcome = f"replaced by the rollout of version {version}"
+    item.rollout = Rollout(version=version, stable=stable, **policy.model_dump())
     item.weights, item.newest_weights = {}, []
 
 
 def mark_verified(state: Deployments, name: str, version: str, *, model_dir: str, lineage: dict) -> None:
-    """CONTROLLER_PLACEMENT=agents: `version` passed the controller's checks and stays `loading` with its lineage;
-    the replicas' agents load it now, and `mark_live` follows once every replica holds it (`placement`)."""
+    """CONTROLLER_PLACEMENT=agents: `version` passed the controller's checks and stays `loading` with its lineage
+    (`VersionState.verified`); the replicas' agents load it now, and `mark_live` follows once every replica holds it
+    (`placement`)."""
     record = endpoint(state, name).versions.get(version)
-    if record is not None and record.state == "loading":
+    if record is not None and record.state == Phase.LOADING:
         record.model_dir, record.lineage = model_dir, lineage
 
 
@@ -205,14 +213,14 @@ def reject(state: Deployments, name: str, version: str, reason: str) -> None:
     record = endpoint(state, name).versions.get(version)
     if record is None:  # removed and forgotten meanwhile
         return
-    record.state, record.reason, record.drain_started = REJECTED, reason, None
+    record.state, record.reason, record.drain_started = Phase.REJECTED, reason, None
 
 
 def to_retire(item: EndpointState) -> list[str]:
     """Live versions beyond the newest `max_versions` that no canary split and no running rollout uses."""
     keep = set(item.live()[: item.max_versions]) | set(item.weights)
-    if item.rollout and item.rollout.status == "running":
-        keep |= {item.rollout.version, item.rollout.stable}
+    if (rollout := item.running_rollout()) is not None:
+        keep |= {rollout.version, rollout.stable}
     return [v for v in item.live() if v not in keep]
 
 
@@ -221,7 +229,7 @@ def prune(state: Deployments, name: str, now: float) -> list[str]:
     item = endpoint(state, name)
     retire = to_retire(item)
     for version in retire:
-        item.versions[version].state, item.versions[version].drain_started = "draining", now
+        item.versions[version].state, item.versions[version].drain_started = Phase.DRAINING, now
     return retire
 
 
@@ -230,18 +238,18 @@ CLOCK_SKEW = 300.0
 
 
 def due_for_unload(item: EndpointState, now: float, drain_seconds: float) -> list[str]:
-    """Draining versions, and versions a rollout rejected, out of traffic for `drain_seconds` at least, or since a
-    time more than `CLOCK_SKEW` ahead of `now` (a clock set back, or a state written so: waiting for it could hold the
-    version for ever), or a draining one without a start. A start a little ahead (another host's clock) drains its
-    full time from then."""
+    """Versions draining out (`VersionState.draining_out`: draining, or rejected by a rollout) for `drain_seconds`
+    at least, or since a time more than `CLOCK_SKEW` ahead of `now` (a clock set back, or a state written so: waiting
+    for it could hold the version for ever), or a draining one without a start (a written state). A start a little
+    ahead (another host's clock) drains its full time from then."""
     return [
         v
         for v, record in item.versions.items()
-        if (record.state == "draining" and record.drain_started is None)  # no start to wait from: a written state
-        or (
-            record.state in ("draining", REJECTED)
-            and record.drain_started is not None
-            and (now - record.drain_started >= drain_seconds or record.drain_started - now > CLOCK_SKEW)
+        if record.draining_out()
+        and (
+            record.drain_started is None
+            or now - record.drain_started >= drain_seconds
+            or record.drain_started - now > CLOCK_SKEW
         )
     ]
 
@@ -255,7 +263,7 @@ def finish_drained(state: Deployments, name: str, unloaded: Iterable[str]) -> li
         record = item.versions.get(version)
         if record is None:
             continue
-        if record.state == "draining":
+        if record.state == Phase.DRAINING:
             del item.versions[version]
             forgotten.append(version)
         else:

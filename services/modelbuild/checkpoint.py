@@ -11,6 +11,7 @@ import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from services.common.errors import ConfigurationError
 
@@ -50,8 +51,18 @@ def default_checkpoint_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "model"
 
 
-def _read_json(path: Path) -> dict | list | None:
-    return json.loads(path.read_text()) if path.is_file() else None
+def _read_json(path: Path, kind: type[dict] | type[list]) -> Any:
+    """The JSON `kind` in the file at `path`, empty where there is no file; a ConfigurationError naming the file
+    where it holds something else."""
+    if not path.is_file():
+        return kind()
+    try:
+        value = json.loads(path.read_text())
+    except ValueError as error:
+        raise ConfigurationError(f"{path} is not JSON: {error}") from None
+    if not isinstance(value, kind):
+        raise ConfigurationError(f"{path} holds a JSON {type(value).__name__}, not the {kind.__name__} expected")
+    return value
 
 
 def inspect_checkpoint(path: Path | None = None, name: str | None = None) -> Checkpoint:
@@ -62,9 +73,9 @@ def inspect_checkpoint(path: Path | None = None, name: str | None = None) -> Che
         package_version = importlib.metadata.version(DEFAULT_PACKAGE)
         name = name or DEFAULT_NAME
     path = Path(path).resolve()
-    config = _read_json(path / "config.json")
-    if not isinstance(config, dict):
+    if not (path / "config.json").is_file():
         raise ConfigurationError(f"{path} is not a Hugging Face checkpoint: it has no config.json")
+    config: dict = _read_json(path / "config.json", dict)
     architectures = config.get("architectures") or []
     is_classifier = any(arch.endswith("ForSequenceClassification") for arch in architectures)
 
@@ -77,16 +88,16 @@ def inspect_checkpoint(path: Path | None = None, name: str | None = None) -> Che
         labels = [id2label.get(str(i), id2label.get(i, str(i))) for i in range(len(id2label))] or None
     else:
         task = "embedding"
-        modules = _read_json(path / "modules.json") or []
+        modules = [m for m in _read_json(path / "modules.json", list) if isinstance(m, dict)]
         pooling_dir = next((m["path"] for m in modules if m.get("type", "").endswith("Pooling")), "1_Pooling")
-        pooling_config = _read_json(path / pooling_dir / "config.json") or {}
+        pooling_config = _read_json(path / pooling_dir / "config.json", dict)
         pooling = next((mode for key, mode in POOLING_MODES.items() if pooling_config.get(key)), "mean")
         # A sentence-transformers checkpoint says whether it normalises; a bare encoder gets unit vectors, which
         # is what cosine-similarity users expect.
         normalize = any(m.get("type", "").endswith("Normalize") for m in modules) if modules else True
 
-    sbert = _read_json(path / "sentence_bert_config.json") or {}
-    tokenizer_config = _read_json(path / "tokenizer_config.json") or {}
+    sbert: dict = _read_json(path / "sentence_bert_config.json", dict)
+    tokenizer_config: dict = _read_json(path / "tokenizer_config.json", dict)
     limits = [config.get("max_position_embeddings", 512)]
     if isinstance(tokenizer_config.get("model_max_length"), int) and tokenizer_config["model_max_length"] < 100_000:
         limits.append(tokenizer_config["model_max_length"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.common.contract import TOKENIZER_FILE
 from services.common.tokenization import TextTokenizer
@@ -14,8 +15,11 @@ from services.modelbuild.checkpoint import Checkpoint
 from services.modelbuild.fingerprint import OPSET
 from services.modelbuild.validation import VALIDATION_TEXTS
 
+if TYPE_CHECKING:
+    import torch
 
-def load_torch_model(checkpoint: Checkpoint):
+
+def load_torch_model(checkpoint: Checkpoint) -> tuple[torch.nn.Module, list[str]]:
     """The module to export and the input names it takes (`token_type_ids` only when the model accepts them)."""
     import torch
     from transformers import AutoModel, AutoModelForSequenceClassification
@@ -44,7 +48,7 @@ def load_torch_model(checkpoint: Checkpoint):
     return Exportable().eval(), input_names
 
 
-def pool(hidden, attention_mask, checkpoint: Checkpoint):
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, checkpoint: Checkpoint) -> torch.Tensor:
     """One vector per text from the token vectors: CLS, masked max or masked mean, then L2-normalised if asked."""
     import torch
 
@@ -72,7 +76,9 @@ def save_tokenizer(checkpoint: Checkpoint, out_dir: Path) -> None:
     backend.save(str(out_dir / TOKENIZER_FILE))
 
 
-def export_onnx(module, input_names: list[str], output_name: str, sample: TextTokenizer, path: Path) -> None:
+def export_onnx(
+    module: torch.nn.Module, input_names: list[str], output_name: str, sample: TextTokenizer, path: Path
+) -> None:
     """Trace `module` on two texts tokenized by `sample` into `path`, batch and sequence axes dynamic."""
     import onnx
     import torch

@@ -157,10 +157,10 @@ def write_tiny_checkpoint(
     if task == "classification":
         config.id2label = dict(enumerate(labels))
         config.label2id = {label: i for i, label in enumerate(labels)}
-        model = BertForSequenceClassification(config)
+        classifier = BertForSequenceClassification(config)
+        classifier.eval().save_pretrained(str(path))
     else:
-        model = BertModel(config, add_pooling_layer=False)
-    model.eval().save_pretrained(str(path))
+        BertModel(config, add_pooling_layer=False).eval().save_pretrained(str(path))
     if task == "embedding":
         (path / "modules.json").write_text(
             json.dumps(

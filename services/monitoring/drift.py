@@ -87,7 +87,7 @@ class DriftMonitor:
         """Whether this worker judges: it does once it holds the lock, which it takes when no live worker holds it."""
         if self.judge is not None:
             return True
-        if self.directory is not None and not self._take_lock():
+        if self.directory is not None and not self._take_lock(self.directory):
             return False
         self.judge = FleetDrift(
             HostFeatureCounts(self.samples).read,
@@ -99,8 +99,8 @@ class DriftMonitor:
         log.info("this worker judges the host's drift (pid %d)", os.getpid())
         return True
 
-    def _take_lock(self) -> bool:
-        handle = open(self.directory / JUDGE_LOCK, "a+")  # noqa: SIM115 - held open while this worker judges
+    def _take_lock(self, directory: Path) -> bool:
+        handle = open(directory / JUDGE_LOCK, "a+")  # noqa: SIM115 - held open while this worker judges
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -114,7 +114,7 @@ class DriftMonitor:
 
     def judge_once(self, now: float) -> None:
         """Read the host's counts and export the scores, if this worker judges."""
-        if self.judging():
+        if self.judging() and self.judge is not None:
             self.judge.poll(now)
             self.judge.export(now)
 

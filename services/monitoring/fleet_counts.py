@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from services.monitoring.statistics import metric_name
 from services.prometheus_api import PrometheusApi
@@ -29,6 +31,12 @@ CUSTOM_PREFIX = "serving_custom_"
 CUSTOM = (("_bucket", "le", False), ("_total", "value", True))
 Key = tuple[str, str, str]
 """(endpoint, version, feature)"""
+
+
+class _KeyOf(Protocol):
+    """A summed series' label values -> its (endpoint, version, bin)."""
+
+    def __call__(self, labels: tuple, /) -> tuple[str, str, str]: ...
 
 
 def bound(le: str) -> str:
@@ -71,7 +79,13 @@ class FleetFeatureCounts:
         return found
 
     @staticmethod
-    def _add(found: dict[Key, Binned], summed: dict[tuple, float], feature: str, categorical: bool, key) -> None:
+    def _add(
+        found: dict[Key, Binned],
+        summed: dict[tuple, float],
+        feature: str,
+        categorical: bool,
+        key: _KeyOf,
+    ) -> None:
         grouped: dict[tuple[str, str], dict[str, float]] = {}
         for labels, count in summed.items():
             endpoint, version, name = key(labels)
@@ -93,7 +107,7 @@ class FleetFeatureCounts:
         return families
 
 
-def custom_feature(name: str, suffix: str, endpoints) -> tuple[str, str] | None:
+def custom_feature(name: str, suffix: str, endpoints: Iterable[str]) -> tuple[str, str] | None:
     """(endpoint, `custom:<variable>`) of a declared variable's series `name` (`statistics.metric_name` + `suffix`):
     the longest of `endpoints` whose name prefixes it; None when none does."""
     if not (name.startswith(CUSTOM_PREFIX) and name.endswith(suffix)):

@@ -59,7 +59,7 @@ class _Families:
     def __init__(self):
         self.created: dict[tuple, Any] = {}
 
-    def get(self, endpoint: str, name: str, variable: Variable):
+    def get(self, endpoint: str, name: str, variable: Variable) -> Any:
         key = (endpoint, name, variable.kind, tuple(variable.buckets))
         family = self.created.get(key)
         if family is not None:

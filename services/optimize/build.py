@@ -170,7 +170,7 @@ class Judge:
     def __call__(self, variant_dir: Path) -> QualityReport:
         variant = self._model(variant_dir)
         rows = None
-        if self.labelled:
+        if self.labelled and self.source_labelled is not None:
             truth = np.array([label for _, label in self.labelled])
             rows = (truth, self.source_labelled, outputs(variant, self.tokenizer, self._labelled_texts()))
         variant_outputs = outputs(variant, self.tokenizer, self.texts)

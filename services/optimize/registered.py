@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.common.errors import InvalidInput
 from services.optimize.build import Optimized, optimize
 from services.optimize.quality import Gate
+
+if TYPE_CHECKING:
+    from services.registry.mlflow_registry import ModelRegistry
 
 
 def parse_version(spec: str) -> tuple[str, str]:
@@ -28,7 +32,7 @@ def optimize_registered(
     allow_below_gate: bool,
     out: Path | None,
     register: bool,
-    registry=None,
+    registry: ModelRegistry | None = None,
 ) -> tuple[Optimized, dict | None]:
     """Optimize version `spec` (NAME:VERSION) into `out` (default: a temporary directory, gone afterwards) and, with
     `register`, publish the variant as a new version of NAME whose lineage names its source version."""

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
+    from services.common.contract import Manifest
 
 DATASET_ARTIFACT_TAG = "artifact"
 VARIANT_TAG = "variant"
@@ -29,7 +35,7 @@ class UiLinks:
 
     ui: str
 
-    def run(self, run, artifact: str | None = None) -> str:
+    def run(self, run: Run, artifact: str | None = None) -> str:
         page = f"/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
         return self._page(f"{page}/artifacts/{quote(artifact)}" if artifact else page)
 
@@ -44,7 +50,7 @@ class UiLinks:
         return f"{self.ui}/#{route}{TRAINING_VIEW}"
 
 
-def pipeline(parent, steps: list, experiment_name: str, links: UiLinks) -> dict:
+def pipeline(parent: Run, steps: list, experiment_name: str, links: UiLinks) -> dict:
     """The parent run a version was registered under (`serving train`), its experiment, and its step runs in
     step-name order."""
     return {
@@ -88,7 +94,7 @@ def datasets(runs: list, links: UiLinks) -> list[dict]:
     return list(found.values())
 
 
-def variant_lineage(manifest, source_version: str | None) -> dict[str, str]:
+def variant_lineage(manifest: Manifest, source_version: str | None) -> dict[str, str]:
     """The tags of a variant's run and version (empty for a build that is no variant): what it is, the version it was
     made from, and whether it passed its quality gate."""
     info = manifest.optimization
@@ -100,7 +106,7 @@ def variant_lineage(manifest, source_version: str | None) -> dict[str, str]:
     return tags
 
 
-def variant_description(manifest, source_version: str | None) -> str | None:
+def variant_description(manifest: Manifest, source_version: str | None) -> str | None:
     """The version's description on its registry page: what it was made from and how close it measured."""
     info = manifest.optimization
     if info is None:

@@ -15,6 +15,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -36,6 +37,10 @@ from services.registry.lineage import (
 from services.registry.settings import RegistrySettings
 from services.registry.signature import log_signature
 
+if TYPE_CHECKING:
+    from mlflow.entities.model_registry import ModelVersion
+    from mlflow.tracking.fluent import ActiveRun
+
 log = logging.getLogger(__name__)
 ARTIFACT_PATH = "model"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -56,8 +61,18 @@ class DatasetRef:
 class RegistryVersion:
     name: str
     version: str
-    run_id: str
+    run_id: str | None  # None: registered from a path, not from a run
     tags: dict[str, str] = field(default_factory=dict)
+
+
+def run_of(found: ModelVersion, name: str) -> str:
+    """The run a registered version's files were logged in; NotFound where it was registered from no run."""
+    if not found.run_id:
+        raise NotFound(
+            f"version {found.version} of '{name}' was registered from no run, so it has no files to fetch: register "
+            "a built model with `serving model register`"
+        )
+    return found.run_id
 
 
 def name_filter(name: str) -> str:
@@ -141,7 +156,8 @@ class ModelRegistry:
         from, in its tags and description."""
         manifest = Manifest.load(model_dir)
         variant_tags = variant_lineage(manifest, source_version)
-        run_name = f"optimize {name} {source_version} {manifest.optimization.variant}" if variant_tags else None
+        optimized = manifest.optimization if variant_tags else None
+        run_name = f"optimize {name} {source_version} {optimized.variant}" if optimized is not None else None
         with self._run(run_id, run_name or f"register {name}") as run:
             self.mlflow.log_artifacts(str(model_dir), artifact_path=ARTIFACT_PATH)
             source = log_signature(self.mlflow, manifest, run.info.run_id)
@@ -175,7 +191,7 @@ class ModelRegistry:
         log.info("registered %s version %s (run %s)", name, version.version, run_id)
         return {"name": name, "version": str(version.version), "run_id": run_id}
 
-    def _run(self, run_id: str | None, run_name: str):
+    def _run(self, run_id: str | None, run_name: str) -> contextlib.AbstractContextManager[ActiveRun]:
         """The run to log into: `run_id` (already active, as in a pipeline step, or resumed), else a new run."""
         active = self.mlflow.active_run()
         if run_id and active is not None and active.info.run_id == run_id:
@@ -196,7 +212,8 @@ class ModelRegistry:
         with warnings.catch_warnings():  # MLflow registers its local-file source twice and warns about it
             warnings.simplefilter("ignore", UserWarning)
             source = resolve_dataset_source(str(dataset.path.resolve()))
-        entity = MetaDataset(source=source, name=dataset.name or dataset.path.stem, digest=dataset.digest)
+        # MLflow marks `Dataset.profile` abstract on a class that is no ABC: MetaDataset does not define it and is made
+        entity = MetaDataset(source=source, name=dataset.name or dataset.path.stem, digest=dataset.digest)  # type: ignore[abstract]
         tags = {"version": dataset.version} if dataset.version else {}
         max_mb = self.settings.dataset_artifact_max_mb
         if max_mb and dataset.path.stat().st_size <= max_mb * 1e6:
@@ -242,7 +259,7 @@ class ModelRegistry:
         except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
             self.ping()  # the registry away is not a missing version
             raise NotFound(f"registry has no version {version} of '{name}': {exc}") from None
-        artifact_uri = self.client.get_run(found.run_id).info.artifact_uri
+        artifact_uri = self.client.get_run(run_of(found, name)).info.artifact_uri
         tracking = self.uri if self.uri.startswith(("http://", "https://")) else None
         source = artifacts.source_for(artifact_uri, tracking, ARTIFACT_PATH)
         return artifacts.download(source, dest, self.settings.artifacts, only)
@@ -259,9 +276,9 @@ class ModelRegistry:
         artifact hashes of `model_dir` when given), with links into the MLflow UI: the controller stores it with
         the deployed version, and `GET /models/{endpoint}` shows it."""
         found = self.client.get_model_version(name, version)
-        run = self.client.get_run(found.run_id)
+        run = self.client.get_run(run_of(found, name))
         links = UiLinks(self.settings.ui_url.rstrip("/"))
-        lineage = {
+        lineage: dict[str, Any] = {
             "registry": {"name": name, "version": version, "url": links.version(name, version)},
             "run": {"id": run.info.run_id, "name": run.info.run_name, "url": links.run(run)},
             "code_revision": run.data.tags.get("code_revision"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,7 +36,7 @@ def model_signature(manifest: Manifest) -> ModelSignature:
     )
 
 
-def log_signature(mlflow, manifest: Manifest, run_id: str) -> str:
+def log_signature(mlflow: ModuleType, manifest: Manifest, run_id: str) -> str:
     """Log the `MLmodel` file of `manifest`'s signature into the active run under `SIGNATURE_PATH`; returns the
     version source that points at it (`runs:/<run>/signature`)."""
     from mlflow.models import Model

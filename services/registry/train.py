@@ -20,6 +20,7 @@ import logging
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from services.registry.mlflow_registry import DatasetRef, ModelRegistry
@@ -42,7 +43,13 @@ def split(rows: list, fraction: float, seed: int) -> tuple[list, list]:
     return shuffled[:cut], shuffled[cut:]
 
 
-def fine_tune(rows: list[tuple[str, int]], out: Path, epochs: int, on_epoch, base: Path | None = None) -> None:
+def fine_tune(
+    rows: list[tuple[str, int]],
+    out: Path,
+    epochs: int,
+    on_epoch: Callable[[int, float], object],
+    base: Path | None = None,
+) -> None:
     """Fine-tune `base` (default: all-MiniLM-L6-v2) with a fresh classification head on `rows`, saved to `out`."""
     import torch
     from transformers import AutoTokenizer, BertForSequenceClassification

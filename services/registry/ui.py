@@ -17,8 +17,8 @@ STORE_VARIABLE = "MLFLOW_BACKEND_STORE_URI"
 never its command line: a URI may hold the database's password, and every user of the host can list command lines."""
 STOP_TIMEOUT = 5.0
 """Seconds `serving down` gives the UI before SIGKILL. Its uvicorn child drains in about a second; the `mlflow server`
-parent then spends seconds more in interpreter teardown (6 s on a busy 2-core machine) with nothing left to save
-(the store is written by uvicorn, and SQLite's journal covers a kill): it is not waited for."""
+parent then spends seconds more in interpreter teardown (docs/decisions/measured-defaults.md) with nothing left to
+save (the store is written by uvicorn, and SQLite's journal covers a kill): it is not waited for."""
 
 
 def ui_process(settings: RegistrySettings, host: str, port: int) -> ProcessSpec:

@@ -37,10 +37,11 @@ from services.common.contract import MANIFEST_FILE, WARMUP_TEXTS, Manifest, veri
 from services.common.errors import ConfigurationError, ServingError, Unavailable
 from services.lifecycle import placement
 from services.lifecycle.checks import check_output
+from services.lifecycle.deployments import EndpointState, Phase
 from services.lifecycle.model_dirs import artifact_dir, version_root
 from services.lifecycle.ports import Registry, TritonControl
 from services.lifecycle.registry_watch import RegistryWatch
-from services.lifecycle.state import DeploymentStore, EndpointState
+from services.lifecycle.store import DeploymentStore
 from services.replica.plan import Change, plan, registered_names
 
 log = logging.getLogger("triton-agent")
@@ -174,7 +175,7 @@ class ReplicaAgent:
             for version in placement.wanted(item):
                 if (name, version) not in held:
                     continue
-                loading = item.versions[version].state == "loading"
+                loading = item.versions[version].state == Phase.LOADING
                 if (name, version) in self.checked or self.check(name, version, strict=loading):
                     report.setdefault(name, []).append(version)
         self.probe_target = max(self.answering, key=lambda held: (held[0], int(held[1])), default=None)

@@ -29,7 +29,7 @@ from services.common.urls import shown_url
 from services.launcher import Launcher, Supervisor
 from services.launcher.supervise import http_ready
 from services.lifecycle.deployments import StateInvalid
-from services.lifecycle.state_db import StateLost
+from services.lifecycle.store.db import StateLost
 from services.replica.agent import ReplicaAgent
 from services.replica.settings import AgentSettings
 from services.stacks.triton_service import STACK_TRITON_DEFAULTS
@@ -127,7 +127,7 @@ class TritonHost:
                 stop["now"] = True
             except Exception:  # noqa: BLE001 - a bug in one look must not end the supervision
                 log.exception("supervising Triton failed; carrying on")
-            time.sleep(self.supervisor.settings.tick)
+            time.sleep(self.supervisor.settings.tick if self.supervisor is not None else self.settings.interval)
 
     def tick(self) -> None:
         """The supervisor's look at the server; raises once it gave up on it (restarted too often), so that the
@@ -154,7 +154,7 @@ class TritonHost:
 
 def build_agent(settings: AgentSettings) -> ReplicaAgent:
     """The agent over the real store, registry and Triton."""
-    from services.lifecycle.state import DeploymentStore
+    from services.lifecycle.store import DeploymentStore
     from services.registry.mlflow_registry import ModelRegistry
     from services.registry.settings import RegistrySettings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.lifecycle.state import EndpointState
+from services.lifecycle.deployments import EndpointState
 
 
 @dataclass(frozen=True)

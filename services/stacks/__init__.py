@@ -11,7 +11,7 @@ from services.launcher.records import read_stack_info
 from services.stacks.http_service import http_service
 from services.stacks.info import stack_info, write_stack_info
 from services.stacks.options import STACKS, StackOptions
-from services.stacks.ports import port_claims
+from services.stacks.ports import port_claims, unclaimed_ports
 from services.stacks.processes import stack_processes, trace_receiver
 from services.stacks.triton_service import triton_service, triton_tracing_args
 from services.stacks.tuning import Tuning
@@ -28,5 +28,6 @@ __all__ = [
     "trace_receiver",
     "triton_service",
     "triton_tracing_args",
+    "unclaimed_ports",
     "write_stack_info",
 ]

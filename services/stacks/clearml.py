@@ -42,7 +42,7 @@ def gateway_process(options: StackOptions) -> ProcessSpec:
     refuse_unknown_names(os.environ)
     values = {
         "triton_grpc_url": f"127.0.0.1:{options.triton_ports.grpc}",
-        "endpoints_file": options.endpoints_file.resolve(),
+        "endpoints_file": options.endpoints_path.resolve(),
         "state_url": state_url(options),
         "versions_dir": (options.run_dir / "gateway" / "versions").resolve(),
         "controller_models_dir": (options.run_dir / "lifecycle" / "models").resolve(),

@@ -38,6 +38,8 @@ def stack_info(options: StackOptions) -> dict:
         )
         if grpc_port:
             urls["grpc"] = f"127.0.0.1:{grpc_port}"  # the Open Inference Protocol over gRPC (tritonclient.grpc)
+    if not options.otlp_endpoint and (receiver := options.tracing_url):
+        urls["traces"] = receiver  # the stack's own receiver: `loadtest attack` sends client spans there
     return {
         "stack": options.stack,
         "workers": options.workers,

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US
+from services.common.settings import default_endpoints_file
 from services.stacks.tuning import Tuning
 from services.triton.server import TritonPorts
 
@@ -35,7 +36,8 @@ class StackOptions:
     own setting decides (`GATEWAY_GRPC_PORT`, 8081) and the port is not claimed before the start: a stack started
     with every other port free (the load tests') still starts beside one that holds it (docs/decisions/grpc-edge.md)."""
     padding: str = "ragged"
-    endpoints_file: Path = Path("endpoints.json")
+    endpoints_file: Path | None = None
+    """clearml: the gateway's endpoint file as given; None: the run directory's (`endpoints_path`)."""
     endpoint: str | None = None
     """Name of the built-in endpoint (`/serve/{endpoint}`); None: the model's (`Manifest.endpoint_name`)."""
     log_json: bool = False
@@ -59,12 +61,18 @@ class StackOptions:
     """device=sim: device time of every padded token of a batch, microseconds."""
 
     via_make: bool = False
-    """Started by `make up` (its recipe sets SERVING_VIA_MAKE=1): a message names make's knobs (`PORT=8081`) where it
-    has one, not `serving up`'s options (`--port 8081`)."""
+    """Started by `make up` (its recipe sets SERVING_VIA_MAKE=1): a message names make's knobs (`PORT=8082`) where it
+    has one, not `serving up`'s options (`--port 8082`)."""
 
     tuning: Tuning = Tuning()
     """Knobs past the defaults (`Tuning`). `loadtest tune` searches most of them (`loadtest.tune.SPACES`);
     `serving up --triton-max-queue/--spin` sets the other two."""
+
+    @property
+    def endpoints_path(self) -> Path:
+        """The gateway's endpoint file: `endpoints_file`, else `<run_dir>/endpoints.json`, so that two runs with
+        different run directories share none."""
+        return self.endpoints_file or default_endpoints_file(self.run_dir)
 
     @property
     def tracing_url(self) -> str | None:
@@ -86,8 +94,8 @@ class StackOptions:
     def from_json(cls, text: str) -> StackOptions:
         """What `to_json` wrote."""
         data = json.loads(text)
-        paths = {f.name for f in fields(cls) if f.type == "Path"}
-        data = {key: Path(value) if key in paths else value for key, value in data.items()}
+        paths = {f.name for f in fields(cls) if f.type in ("Path", "Path | None")}
+        data = {key: Path(value) if key in paths and value is not None else value for key, value in data.items()}
         return cls(
             **(data | {"triton_ports": TritonPorts(**data["triton_ports"]), "tuning": Tuning.of(data["tuning"])})
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from services.common.private import private_tree
 from services.launcher import ProcessSpec
@@ -22,7 +23,7 @@ TRITON_KNOBS = (
 # Behind the gateway, Triton holds no request waiting for others: the gateway's workers already coalesce their
 # concurrent requests, and Triton still batches whatever queues while its instance is busy, so batching follows
 # the load (docs/decisions/triton-defaults.md).
-STACK_TRITON_DEFAULTS = {"clearml": {"max_queue_delay_us": 0}}
+STACK_TRITON_DEFAULTS: dict[str, dict[str, Any]] = {"clearml": {"max_queue_delay_us": 0}}
 
 
 def triton_service(

@@ -35,7 +35,8 @@ class Tuning:
         known = {f.name for f in fields(cls)}
         if unknown := sorted(set(knobs or {}) - known):
             raise ValueError(f"unknown tuning knob {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in (knobs or {}).items()})
+        given: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in (knobs or {}).items()}
+        return cls(**given)
 
     def given(self) -> dict[str, Any]:
         """The knobs set, by name."""

@@ -7,12 +7,23 @@ Picking: each replica's cost is `(recent sequences + this call's) x slowness`, t
 - Slowness: how long its calls took against what calls of that size usually take (`expected`, per power-of-two
   size, learnt from every replica but slow outliers, each call counting for at most `OUTLIER` times it), as a
   peak-sensitive EWMA (a slower call counts at once, faster ones bring it down gradually): a replica twice as slow
-  as another gets about half as many sequences. A call outstanding longer than its size's `expected` counts at once
+  as another gets about half as many sequences. `JITTER` is added to both times, so a late answer from a model
+  that takes milliseconds is not slowness (and with calls much shorter than it, a slower replica keeps more than
+  that share). A call outstanding longer than its size's `expected` counts at once
   (a stalled replica). It fades back to 1 with a half-life of `SLOWNESS_HALF_LIFE` seconds.
 - Slow outliers: a replica more than `OUTLIER` times slower than the least slow one gets no calls (a gateway worker
   waits on its batch: one call there would set the fleet's p99) until it is no more than `RECOVERED` times slower.
+  Slower by its slowness, or by its steady ratio: an EWMA of its calls' plain time ratios (no `JITTER`, each call
+  counting for at most `STEADY_CAP`), so that a fast model's replica slower call after call is left out though
+  `JITTER` keeps its slowness low, while one late answer moves it little.
   A copy of a call is sent to it now and then (`shadow`), no caller waiting on it, and its time shows when it has
   recovered.
+- Hedging (as in "The Tail at Scale"): a call still unanswered `HEDGE_AFTER` times its size's usual time gets a copy
+  on another replica in rotation (`hedge`), and the first answer wins, so a replica not yet known to be slow holds
+  its worker's batch for about that long, not for its whole call. Copies are at most `HEDGE_BUDGET` of the calls. A
+  replica holding a call that was copied gets no new call until that call ends.
+- Back in rotation (recovered, or its ejection over), a replica counts as much recent work as the others' average,
+  so it is not the cheapest for every call until its own count catches up.
 
 Ejection (as Envoy's and gRPC's outlier detection): a replica whose call failed is out of rotation for `base`
 seconds, doubled for each ejection in a row (a failure within `longest` seconds of the last ejection's end) up to
@@ -43,6 +54,10 @@ SLOWNESS_HALF_LIFE = 5.0
 SLOWNESS_WEIGHT = 0.3  # of each new sample below a replica's slowness
 EXPECTED_WEIGHT = 0.1  # of each new sample in the fleet's expected time for a size
 SLOWNESS_RANGE = (0.1, 100.0)
+STEADY_WEIGHT = 0.1  # of each new plain sample in a replica's steady ratio (`Replica.steady`)
+STEADY_CAP = 6.0
+"""The most one call counts for in a replica's steady ratio: a stall moves it little, a replica slower call after
+call gets there in a few calls."""
 OUTLIER = 3.0
 """A replica this much slower than the least slow one is a slow outlier: no calls, shadow probes; its calls teach
 no replica's `expected`."""
@@ -50,6 +65,16 @@ RECOVERED = 1.5
 """A slow outlier rejoins once no more than this much slower than the least slow replica."""
 SHADOW_EVERY = 0.5
 """Seconds between copies of calls sent to a slow outlier (`Balancer.shadow`)."""
+HEDGE_AFTER = 2.0
+"""A call unanswered this many times its size's usual time (`expected`), `JITTER` added to both, gets a copy on
+another replica: twice the usual time plus `JITTER`."""
+HEDGE_BUDGET = 0.05
+"""Hedged copies are at most this share of calls: each call earns this much of a copy, up to `HEDGE_BURST` copies."""
+HEDGE_BURST = 3.0
+JITTER = 0.025
+"""Seconds of delay any call may meet on a busy host (a scheduler's turn, a pause) that say nothing about its replica:
+added to a call's time and to its size's usual time before one is held against the other, so a model that answers
+in a few milliseconds is not called slow for one late answer."""
 
 
 @dataclass
@@ -61,6 +86,7 @@ class Call:
     model: str
     started: float
     shadow: bool = False  # a copy no caller waits on (`Balancer.shadow`)
+    hedged: bool = False  # a copy of it went to another replica (`Balancer.hedge`)
 
 
 @dataclass
@@ -78,10 +104,15 @@ class Replica:
     load: float = 0.0
     load_at: float = 0.0
     slowness: float = 1.0
-    slowness_at: float = 0.0
+    steady: float = 1.0  # an EWMA of its calls' plain time ratios (no `JITTER`), each capped at `STEADY_CAP`
+    slowness_at: float = 0.0  # when `slowness` and `steady` were last updated (both fade from then)
     calls: dict[int, Call] = field(default_factory=dict)  # in flight, by id()
     slow: bool = False  # a slow outlier: no calls, shadow probes only
     shadow_at: float = float("-inf")
+
+    def holds_hedged(self) -> bool:
+        """Whether a call of its was copied elsewhere and has not ended: no new call goes to it meanwhile."""
+        return any(call.hedged for call in self.calls.values())
 
 
 Listener = Callable[[str, str, bool], None]
@@ -98,14 +129,16 @@ class Balancer:
         longest: float = 30.0,
         rng: random.Random | None = None,
         listener: Listener | None = None,
+        jitter: float = JITTER,
     ):
-        self.clock, self.base, self.longest = clock, base, longest
+        self.clock, self.base, self.longest, self.jitter = clock, base, longest, jitter
         self.rng = rng or random.Random()
         self.listener = listener or (lambda address, reason, ejected: None)
         self.replicas: dict[str, Replica] = {}
         self.ejections: dict[tuple[str, str], Ejection] = {}  # (address, model or "" for every model)
         self.rejoined: dict[tuple[str, str], Ejection] = {}  # the last ejection of each, its `until` when it ended
         self.expected: dict[int, float] = {}  # seconds a call took, by size.bit_length(), over every replica
+        self.hedges = HEDGE_BURST  # copies `hedge` may send now (`HEDGE_BUDGET`)
         self.set_addresses(addresses)
 
     def set_addresses(self, addresses: Iterable[str]) -> None:
@@ -135,9 +168,46 @@ class Balancer:
             self._mark_slow(now)
             healthy = [r for r in candidates if not self._ejected(r.address, model)]
             serving = [r for r in healthy if not r.slow] or healthy or candidates
-            costs = [(self._load(r, now) + size) * self._slowness(r, now) for r in serving]
-            least = min(costs)
-            replica = self.rng.choice([r for r, cost in zip(serving, costs, strict=True) if cost == least])
+            replica = self._cheapest([r for r in serving if not r.holds_hedged()] or serving, size, now)
+        self.hedges = min(HEDGE_BURST, self.hedges + HEDGE_BUDGET)
+        return self._send(replica, size, model, now)
+
+    def hedge_after(self, call: Call) -> float | None:
+        """Seconds to wait on `call` before a copy of it may go elsewhere (`hedge`); None: no copy (one replica, or
+        no call of its size answered yet)."""
+        expected = self.expected.get(call.size.bit_length())
+        if expected is None or len(self.replicas) < 2:
+            return None
+        return HEDGE_AFTER * (expected + self.jitter) - self.jitter
+
+    def hedge(self, call: Call, exclude: Iterable[str] = ()) -> Call | None:
+        """Where to send a copy of `call`, unanswered past `hedge_after`: the cheapest other replica in rotation (not
+        one of `exclude`, not ejected for its model, not slow, not holding a copied call of its own). None where there
+        is none or the budget of copies is spent."""
+        now = self.clock()
+        self._mark_slow(now)
+        excluded = {call.address, *exclude}
+        others = [
+            r
+            for r in self.replicas.values()
+            if r.address not in excluded
+            and not r.slow
+            and not r.holds_hedged()
+            and not self._ejected(r.address, call.model)
+        ]
+        if not others or self.hedges < 1:
+            return None
+        self.hedges -= 1
+        call.hedged = True
+        return self._send(self._cheapest(others, call.size, now), call.size, call.model, now)
+
+    def _cheapest(self, replicas: list[Replica], size: int, now: float) -> Replica:
+        """The replica with the least `(recent sequences + size) x slowness`, ties at random."""
+        costs = [(self._load(r, now) + size) * self._slowness(r, now) for r in replicas]
+        least = min(costs)
+        return self.rng.choice([r for r, cost in zip(replicas, costs, strict=True) if cost == least])
+
+    def _send(self, replica: Replica, size: int, model: str, now: float) -> Call:
         replica.load = self._load(replica, now) + size
         replica.load_at = now
         call = Call(replica.address, size, model, now)
@@ -169,20 +239,26 @@ class Balancer:
         if replica is None or not replica.slow:  # winsorized: one slow call moves it little
             self.expected[bucket] = expected + EXPECTED_WEIGHT * (min(seconds, OUTLIER * expected) - expected)
         if replica is not None:
-            slowness = self._slowness_now(replica, now)
+            slowness, steady = self._slowness_now(replica, now), self._steady_now(replica, now)
             low, high = SLOWNESS_RANGE
-            sample = seconds / expected  # at once when slower (a peak-sensitive EWMA, as Finagle's and Linkerd's)
+            sample = self._ratio(seconds, expected)  # at once when slower (peak-sensitive, as Finagle's and Linkerd's)
             slowness = sample if sample > slowness else slowness + SLOWNESS_WEIGHT * (sample - slowness)
             replica.slowness = min(high, max(low, slowness))
+            replica.steady = steady + STEADY_WEIGHT * (min(seconds / expected, STEADY_CAP) - steady)
             replica.slowness_at = now
         for key in self._keys(call.address, call.model):
             if key in self.ejections and call.started >= self.ejections[key].since:
                 self._rejoin(key)
 
     def failed(self, call: Call, reason: str) -> None:
-        """`call` failed for `reason` (one of REASONS) on its replica: out of rotation for a growing time."""
+        """`call` failed for `reason` (one of REASONS) on its replica: out of rotation for a growing time. A call sent
+        before the replica's current ejection began (one of several in flight when it failed) says nothing new: the
+        ejection stays as it is, neither longer nor counted again."""
         self._end(call)
         key = (call.address, call.model if reason == "not_found" else "")
+        current = self.ejections.get(key)
+        if current is not None and call.started < current.since:
+            return
         now = self.clock()
         before = self.ejections.get(key) or self.rejoined.get(key)
         count = before.count + 1 if before is not None and now - before.until < self.longest else 1
@@ -207,9 +283,18 @@ class Balancer:
             replica.calls.pop(id(call), None)
         return replica
 
+    def _even_load(self, replica: Replica, now: float) -> None:
+        """A replica back in rotation counts as much recent work as the others' average: with less, it would be the
+        cheapest for every call until its count caught up (a burst on a replica only just recovered)."""
+        others = [self._load(r, now) for r in self.replicas.values() if r is not replica and not r.slow]
+        if others:
+            replica.load, replica.load_at = max(self._load(replica, now), sum(others) / len(others)), now
+
     def _rejoin(self, key: tuple[str, str]) -> None:
-        ejection = self.ejections.pop(key)
-        self.rejoined[key] = Ejection(ejection.reason, ejection.since, self.clock(), ejection.count)
+        ejection, now = self.ejections.pop(key), self.clock()
+        if (replica := self.replicas.get(key[0])) is not None:
+            self._even_load(replica, now)
+        self.rejoined[key] = Ejection(ejection.reason, ejection.since, now, ejection.count)
         self.listener(key[0], ejection.reason, False)
 
     @staticmethod
@@ -224,28 +309,47 @@ class Balancer:
         return bool(found) and all(e.until <= now and not e.probing for e in found)
 
     def _mark_slow(self, now: float) -> None:
-        """Mark the slow outliers: slower than `OUTLIER` times the least slow replica (counting calls held now), until
-        no slower than `RECOVERED` times it."""
-        slowness = {address: self._slowness(r, now) for address, r in self.replicas.items()}
-        least = min(slowness.values())
+        """Mark the slow outliers: slower than `OUTLIER` times the least slow replica (counting calls held now, but not
+        those hedged: their copy answered, and their own time tells once they end), until no slower than `RECOVERED`
+        times it."""
+        slowness = {address: self._slowness(r, now, hedged=False) for address, r in self.replicas.items()}
+        steady = {address: self._steady_now(r, now) for address, r in self.replicas.items()}
+        least, least_steady = min(slowness.values()), min(steady.values())
         for address, replica in self.replicas.items():
-            slow = len(slowness) > 1 and slowness[address] > (RECOVERED if replica.slow else OUTLIER) * least
+            bound = RECOVERED if replica.slow else OUTLIER
+            slow = len(slowness) > 1 and (slowness[address] > bound * least or steady[address] > bound * least_steady)
             if slow != replica.slow:
                 replica.slow = slow
+                if not slow:
+                    self._even_load(replica, now)
                 self.listener(address, "slow", slow)
 
     def _load(self, replica: Replica, now: float) -> float:
         return replica.load * 0.5 ** ((now - replica.load_at) / LOAD_HALF_LIFE)
 
     def _slowness_now(self, replica: Replica, now: float) -> float:
-        fade = 0.5 ** ((now - replica.slowness_at) / SLOWNESS_HALF_LIFE)
-        return 1.0 + (replica.slowness - 1.0) * fade
+        return self._faded(replica.slowness, replica, now)
 
-    def _slowness(self, replica: Replica, now: float) -> float:
-        """Its slowness, or as slow as its longest-outstanding call shows if that is slower."""
+    def _steady_now(self, replica: Replica, now: float) -> float:
+        return self._faded(replica.steady, replica, now)
+
+    @staticmethod
+    def _faded(value: float, replica: Replica, now: float) -> float:
+        """`value`, one of the replica's ratios, faded back towards 1 since its last update (`SLOWNESS_HALF_LIFE`)."""
+        return 1.0 + (value - 1.0) * 0.5 ** ((now - replica.slowness_at) / SLOWNESS_HALF_LIFE)
+
+    def _slowness(self, replica: Replica, now: float, hedged: bool = True) -> float:
+        """Its slowness, or as slow as its longest-outstanding call (hedged ones too, unless `hedged` is False) shows
+        if that is slower."""
         slowness = self._slowness_now(replica, now)
         for call in replica.calls.values():
+            if call.hedged and not hedged:
+                continue
             expected = self.expected.get(call.size.bit_length())
             if expected is not None:
-                slowness = max(slowness, (now - call.started) / expected)
+                slowness = max(slowness, self._ratio(now - call.started, expected))
         return slowness
+
+    def _ratio(self, seconds: float, expected: float) -> float:
+        """How many times its usual time a call took, `JITTER` added to both."""
+        return (seconds + self.jitter) / (expected + self.jitter)

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TypeAlias
 
 import grpc
 import numpy as np
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 from tritonclient.utils import np_to_triton_dtype, triton_to_np_dtype
 
-from observability.metrics import TRITON_RETRIES, TRITON_SEQUENCES
+from observability.metrics import TRITON_HEDGES, TRITON_RETRIES, TRITON_SEQUENCES
 from observability.tracing import inject_headers, tracing_enabled
 from services.common.deadline import time_left
 from services.common.errors import DeadlineExceeded, InvalidInput, NotFound, ServingError, Unavailable
@@ -29,11 +30,16 @@ from services.triton.replica_channels import ReplicaChannels
 from services.triton.target import parse_target
 
 log = logging.getLogger(__name__)
+Metadata: TypeAlias = tuple[tuple[str, str], ...] | None
+"""A call's gRPC metadata: the trace context's headers when tracing, else none."""
 
 
 class TritonClient:
-    def __init__(self, url: str, *, timeout: float, retry_after: float, balance: Policy = DEFAULT_POLICY):
+    def __init__(
+        self, url: str, *, timeout: float, retry_after: float, balance: Policy = DEFAULT_POLICY, hedge: bool = True
+    ):
         self.url = url
+        self.hedge = hedge  # copy a call its replica holds too long to another (`_first_answer`)
         self.target = parse_target(url)  # one Triton, or several replicas: `services.triton.target`
         self.timeout = timeout
         self.retry_after = retry_after
@@ -45,7 +51,7 @@ class TritonClient:
         self._channel: grpc.aio.Channel | None = None
         self._stub: service_pb2_grpc.GRPCInferenceServiceStub | None = None
         self._ready_cache: dict[str, tuple[float, bool]] = {}
-        self._shadows: set[asyncio.Future] = set()
+        self._background_calls: set[asyncio.Future] = set()
 
     @property
     def stub(self) -> service_pb2_grpc.GRPCInferenceServiceStub:
@@ -103,7 +109,9 @@ class TritonClient:
             raise ServingError(f"Triton's answer lacks the outputs {sorted(missing)}")
         return result
 
-    async def _send(self, request: service_pb2.ModelInferRequest, metadata, model: str):
+    async def _send(
+        self, request: service_pb2.ModelInferRequest, metadata: Metadata, model: str
+    ) -> service_pb2.ModelInferResponse:
         """One ModelInfer call with what is left of the request's deadline. With several replicas a call that
         failed because its replica is going away is sent once more (inference has no side effects): round_robin
         sends it to the next replica, and a replica whose connection closed is out of its rotation already. A full
@@ -121,12 +129,15 @@ class TritonClient:
                 log.warning("Triton call to '%s' lost with its replica (%s); sent once more", model, exc.details())
                 TRITON_RETRIES.inc()
 
-    async def _send_balanced(self, request: service_pb2.ModelInferRequest, metadata, model: str):
-        """One ModelInfer call to the replica the balancer picks, sent once more to another replica if it failed
-        there for a reason another replica may not share (`_failure`: inference has no side effects). A lost
-        connection ejects its replica at once; INTERNAL or NOT_FOUND only once another replica answered the same call
-        (a request that fails everywhere is the caller's, not a replica's). A full queue, a deadline, bad input:
-        never sent again, no replica charged."""
+    async def _send_balanced(
+        self, request: service_pb2.ModelInferRequest, metadata: Metadata, model: str
+    ) -> service_pb2.ModelInferResponse:
+        """One ModelInfer call to the replica the balancer picks, hedged on another while it keeps its caller
+        waiting (`_first_answer`), and sent once more to another replica if it failed there for a reason another
+        replica may not share (`_failure`: inference has no side effects). A lost connection ejects its replica at
+        once; INTERNAL or NOT_FOUND only once another replica answered the same call (a request that fails everywhere
+        is the caller's, not a replica's). A full queue, a deadline, bad input: never sent again, no replica
+        charged."""
         assert self.replicas is not None
         await self.replicas.refresh()
         balancer = self.replicas.balancer
@@ -140,18 +151,12 @@ class TritonClient:
                 raise DeadlineExceeded("the request's deadline passed before its Triton call")
             call = balancer.start(size, scope, exclude)
             if attempt == 1 and (copy := balancer.shadow(size, scope)) is not None:
-                self._shadows.add(task := asyncio.ensure_future(self._shadow(copy, request, metadata)))
-                task.add_done_callback(self._shadows.discard)
+                self._background(self._launch(copy, request, metadata, self.timeout))
             try:
-                response = await self.replicas.stub(call.address).ModelInfer(
-                    request, timeout=timeout, metadata=metadata
-                )
-            except grpc.aio.AioRpcError as exc:
+                response, call, failures = await self._first_answer(call, request, metadata, timeout, exclude)
+            except _Failed as failed:
+                exc, call = failed.error, failed.call
                 reason = _failure(exc)
-                if reason == "unavailable":
-                    balancer.failed(call, reason)
-                else:
-                    balancer.abandoned(call)
                 if attempt == 2 or reason is None:
                     raise self._error(exc, model, timeout) from None
                 log.warning(
@@ -165,32 +170,109 @@ class TritonClient:
                 suspect = None if reason == "unavailable" else (call, reason)
                 exclude = (call.address,)
                 continue
-            except BaseException:  # cancelled: the caller is gone
-                balancer.abandoned(call)
-                raise
-            balancer.succeeded(call)
             TRITON_SEQUENCES.labels(call.address).inc(size)
-            if suspect is not None and suspect[0].address != call.address:
-                balancer.failed(*suspect)
+            suspects = [suspect] if suspect is not None else []
+            suspects += [(failed.call, reason) for failed in failures if (reason := _failure(failed.error))]
+            for sent, reason in suspects:  # another replica answered the same call: theirs, not the caller's
+                if sent.address != call.address and reason != "unavailable":  # a lost connection was charged at once
+                    balancer.failed(sent, reason)
             return response
 
-    async def _shadow(self, call: Call, request: service_pb2.ModelInferRequest, metadata) -> None:
-        """A copy of a call sent to a slow replica that no caller waits on: its time tells the balancer whether the
-        replica recovered (`Balancer.shadow`)."""
+    async def _first_answer(
+        self,
+        call: Call,
+        request: service_pb2.ModelInferRequest,
+        metadata: Metadata,
+        timeout: float,
+        exclude: tuple[str, ...],
+    ) -> tuple[service_pb2.ModelInferResponse, Call, list[_Failed]]:
+        """`call`'s answer, the call that gave it and the calls that failed before it. Unanswered past the balancer's
+        `hedge_after`, a copy goes to another replica (none of `exclude`) with what is left of `timeout`, and the first
+        answer wins; the call that lost runs on with no caller waiting, so its time still tells the balancer how fast
+        its replica is (and Triton, which answered cancelled calls with a stall of its replica, is not asked to cancel
+        it). `_Failed` (the first call's error) when every call sent failed; every call cancelled when the caller is
+        gone."""
+        assert self.replicas is not None
+        balancer = self.replicas.balancer
+        deadline = time.monotonic() + timeout
+        first = self._launch(call, request, metadata, timeout)
+        pending = {first: call}
+        failures: list[_Failed] = []
+        answered = False
+        try:
+            delay = balancer.hedge_after(call) if self.hedge else None
+            if delay is not None and delay < timeout:
+                await asyncio.wait([first], timeout=delay)
+                left = deadline - time.monotonic()
+                copy = None if first.done() or left <= 0 else balancer.hedge(call, exclude)
+                if copy is not None:
+                    TRITON_HEDGES.labels(call.address).inc()
+                    pending[self._launch(copy, request, metadata, left)] = copy
+            while pending:
+                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in sorted(done, key=lambda task: task is not first):
+                    sent = pending.pop(task)
+                    error = task.exception()
+                    if error is None:
+                        answered = True
+                        return task.result(), sent, failures
+                    if not isinstance(error, grpc.aio.AioRpcError):
+                        raise error
+                    failures.append(_Failed(error, sent))
+            raise next((failed for failed in failures if failed.call is call), failures[0])
+        finally:
+            for task in pending:
+                if answered:
+                    self._background(task)
+                else:
+                    task.cancel()
+
+    def _launch(
+        self, call: Call, request: service_pb2.ModelInferRequest, metadata: Metadata, timeout: float
+    ) -> asyncio.Task:
+        """`call` running as a task (`_call`); cancelled (even before it started) or failed for a reason of its own,
+        the balancer is told it ended with no verdict."""
+        assert self.replicas is not None
+        balancer = self.replicas.balancer
+
+        def ended(task: asyncio.Task) -> None:
+            if task.cancelled() or not isinstance(task.exception(), grpc.aio.AioRpcError | None):
+                balancer.abandoned(call)
+
+        task = asyncio.ensure_future(self._call(call, request, metadata, timeout))
+        task.add_done_callback(ended)
+        return task
+
+    async def _call(
+        self, call: Call, request: service_pb2.ModelInferRequest, metadata: Metadata, timeout: float
+    ) -> service_pb2.ModelInferResponse:
+        """One ModelInfer call to `call`'s replica, its outcome told to the balancer: an answer teaches it the
+        replica's speed, a lost connection ejects the replica; any other failure says nothing yet (`_send_balanced`
+        charges INTERNAL and NOT_FOUND once another replica answered)."""
         assert self.replicas is not None
         balancer = self.replicas.balancer
         try:
-            await self.replicas.stub(call.address).ModelInfer(request, timeout=self.timeout, metadata=metadata)
+            response = await self.replicas.stub(call.address).ModelInfer(request, timeout=timeout, metadata=metadata)
         except grpc.aio.AioRpcError as exc:
             if _failure(exc) == "unavailable":
                 balancer.failed(call, "unavailable")
             else:
                 balancer.abandoned(call)
-            return
-        except BaseException:
-            balancer.abandoned(call)
             raise
         balancer.succeeded(call)
+        return response
+
+    def _background(self, work: asyncio.Task) -> None:
+        """Run `work` (a call: a shadow copy, or a first call a copy answered for) with no caller waiting; what it
+        answers went to the balancer already."""
+        task = asyncio.ensure_future(work)
+        self._background_calls.add(task)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Future) -> None:
+        self._background_calls.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: its outcome is the balancer's, not a caller's
 
     async def model_device(self, model: str, version: str = "") -> str:
         """The device `model` runs on, as its Triton configuration declares it (`config_device`)."""
@@ -235,6 +317,14 @@ class TritonClient:
 
     async def _status_stub(self) -> service_pb2_grpc.GRPCInferenceServiceStub:
         return (await self._status_stubs())[0]
+
+
+class _Failed(Exception):
+    """Every call sent for one request failed: the first call's error, and that call."""
+
+    def __init__(self, error: grpc.aio.AioRpcError, call: Call):
+        super().__init__(error)
+        self.error, self.call = error, call
 
 
 def config_device(config: model_config_pb2.ModelConfig) -> str:

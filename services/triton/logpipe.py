@@ -30,7 +30,7 @@ NO_GPU = re.compile(r"CUDA|NVML|DCGM|cuda|GPU|unable to create stream", re.IGNOR
 def to_json(line: str) -> str:
     """One line of Triton's output as a JSON log line, stamped now (Triton's own stamp has no date)."""
     now = time.time()
-    entry = {
+    entry: dict[str, str | bool] = {
         "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z",
         "service": "triton",
         "level": "INFO",
@@ -44,7 +44,7 @@ def to_json(line: str) -> str:
         if len(message) >= 2 and message[0] == message[-1] == '"':
             message = message[1:-1]
         entry |= {"level": LEVELS[level], "logger": where.strip(), "msg": message}
-    if entry["level"] in ("ERROR", "WARNING") and NO_GPU.search(entry["msg"]):
+    if entry["level"] in ("ERROR", "WARNING") and NO_GPU.search(str(entry["msg"])):
         entry["no_gpu"] = True  # Triton looking for a GPU on a machine without one: harmless
     return json.dumps(entry)
 

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from services.common.contract import TensorSpec
 from services.common.errors import ConfigurationError, NotFound
 from services.triton.control_key import GRPC_HEADER
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import InferenceServerClient
 
 TIMEOUT = 5.0
 """Seconds each call to Triton may take."""
@@ -92,7 +96,9 @@ def model_tensors(
     )
 
 
-def _check_ready(client, url: str, model: str, version: str, index: list[dict] | None, timeout: float) -> None:
+def _check_ready(
+    client: InferenceServerClient, url: str, model: str, version: str, index: list[dict] | None, timeout: float
+) -> None:
     if index is None:
         if not client.is_model_ready(model, version, client_timeout=timeout):
             which = f"version {version} of " if version else ""
@@ -129,7 +135,9 @@ def differences(found: ModelTensors, inputs: list[TensorSpec], outputs: list[Ten
     return problems
 
 
-def _compare(found: ModelTensors, direction: str, spec: TensorSpec, actual: dict[str, TensorSpec], fix: Fix):
+def _compare(
+    found: ModelTensors, direction: str, spec: TensorSpec, actual: dict[str, TensorSpec], fix: Fix
+) -> list[str]:
     model = f"Triton model '{found.model}'"
     theirs = actual.get(spec.name)
     if theirs is None:

@@ -58,7 +58,7 @@ class ReplicaChannels:
                 len(self.balancer.replicas),
             )
             found = []
-        addresses = sorted({_address(info[4][0], port) for info in found})
+        addresses = sorted({_address(str(info[4][0]), port) for info in found})
         if addresses:
             for gone in set(self.balancer.replicas) - set(addresses):
                 self._close(gone)

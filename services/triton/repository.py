@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import DataType as ModelDataType
-from tritonclient.grpc.model_config_pb2 import ModelConfig
+from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInput, ModelOutput
 
 from services.common.contract import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, Manifest, TensorSpec
 from services.common.devices import DEFAULT_FIXED_US, DEFAULT_PER_TOKEN_US, DEVICES
@@ -141,7 +142,7 @@ def render_configs(
 def check_repository(configs: dict[str, ModelConfig], manifest: Manifest) -> None:
     """Raise ConfigurationError where a config disagrees with the tensor contract or with another config."""
 
-    def same(config_tensors, specs: list[TensorSpec], where: str) -> None:
+    def same(config_tensors: Iterable[ModelInput] | Iterable[ModelOutput], specs: list[TensorSpec], where: str) -> None:
         got = [(t.name, ModelDataType.Name(t.data_type), list(t.dims)) for t in config_tensors]
         want = [(s.name, ModelDataType.Name(model_config.data_type(s)), s.dims) for s in specs]
         if got != want:

@@ -35,6 +35,8 @@ from tests.support.servers import Server, start_gateway, start_triton
 EXAMPLES = REPO / "examples"
 INDEPENDENT = ("sklearn", "xgboost", "lightgbm", "custom", "triton")
 TRAINED = ("*.skops", "xgb-model.json", "lgbm-model.txt")
+ENDPOINTS = Path("run") / "endpoints.json"
+"""The endpoint file `serving endpoints` writes by default, from the workspace (SERVING_RUN_DIR unset: ./run)."""
 IRIS = {0: [5.1, 3.5, 1.4, 0.2], 1: [7.0, 3.2, 4.7, 1.4], 2: [6.3, 3.3, 6.0, 2.5]}
 """One flower of each species (the iris data's rows 0, 50 and 100), by species."""
 
@@ -74,7 +76,8 @@ def examples(tmp_path_factory, tiny_model):
     (workspace / ".venv").symlink_to(REPO / ".venv")
     (workspace / "build").mkdir()
     (workspace / "build" / "model").symlink_to(tiny_model)
-    gateway = start_gateway(workspace, tiny_model, triton)
+    # the endpoint file the READMEs' `serving endpoints` commands write: the default run directory's
+    gateway = start_gateway(workspace, tiny_model, triton, env={"GATEWAY_ENDPOINTS_FILE": str(workspace / ENDPOINTS)})
     ports = {
         "localhost:8080": gateway.url.removeprefix("http://"),
         "localhost:8000": triton.http_url.removeprefix("http://"),
@@ -111,7 +114,7 @@ def test_sklearn_engine_predicts_with_the_trained_model(examples):
     model = skops_io().load(examples.model_file("sklearn/sklearn-model.skops"))
     for species, row in IRIS.items():
         assert examples.post("iris-sklearn", flower(row)) == {"y": model.predict([row]).tolist()} == {"y": [species]}
-    assert EndpointsFile.read(examples.workspace / "endpoints.json").endpoints["iris-sklearn"].engine == "sklearn"
+    assert EndpointsFile.read(examples.workspace / ENDPOINTS).endpoints["iris-sklearn"].engine == "sklearn"
 
 
 def test_xgboost_engine_predicts_on_the_preprocess_dmatrix(examples):
@@ -240,8 +243,8 @@ def test_sync_pipelines_at_once_and_one_calling_itself_all_answer(examples):
     """Synchronous `send_request` blocks its thread until the endpoint it calls (on this same gateway) answers: 48
     such pipelines at once must not hold every thread while the calls they wait for queue for one (asyncio's default
     pool has the CPU count + 4), and a pipeline calling itself ends at the worker's `max_inflight` (429 below it)."""
-    endpoints = examples.workspace / "endpoints.json"
-    (examples.workspace / "sync_pipeline.py").write_text(SYNC_PIPELINE)
+    endpoints = examples.workspace / ENDPOINTS
+    (endpoints.parent / "sync_pipeline.py").write_text(SYNC_PIPELINE)
 
     def add(file: EndpointsFile) -> None:
         file.endpoints["sync-pipeline"] = EndpointConfig(engine="custom", preprocess="sync_pipeline.py")
@@ -278,7 +281,7 @@ def test_sync_pipelines_at_once_and_one_calling_itself_all_answer(examples):
 def test_the_index_lists_and_removes_the_examples_endpoints(examples):
     run = run_readme(EXAMPLES / "README.md", examples.workspace, {}, examples.workspace / "out-index")
     assert run.failure is None, run.failure
-    endpoints = EndpointsFile.read(examples.workspace / "endpoints.json").endpoints
+    endpoints = EndpointsFile.read(examples.workspace / ENDPOINTS).endpoints
     assert {name: config.engine for name, config in endpoints.items()} == {
         "iris-sklearn": "sklearn",
         "iris-xgboost": "xgboost",

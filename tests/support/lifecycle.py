@@ -74,11 +74,26 @@ class Stack:
         return next((spec, proc) for spec, proc in self.launcher.procs if spec.name == "controller")
 
 
-def attack_in_background(stack: Stack, seconds: float, rate: float = 50):
+CHUNK_S = 2.0
+"""With a stop event, the attack runs in open-loop pieces this long and checks the event between them."""
+
+
+def attack_in_background(stack: Stack, seconds: float, rate: float = 50, stop: threading.Event | None = None):
+    """Open-loop traffic at `rate` in a thread for `seconds`; with `stop`, ends within CHUNK_S of it being set (the
+    test waits for what it watches instead of the longest it might take)."""
     results: list = []
     targets = build_targets(stack.url, "serve", TEXTS, endpoint="emb")
-    spec = engine.AttackSpec(targets=targets, rate=rate, duration=seconds, timeout=30)
-    thread = threading.Thread(target=lambda: engine.attack(spec, results.append), daemon=True)
+
+    def attack() -> None:
+        if stop is None:
+            engine.attack(engine.AttackSpec(targets=targets, rate=rate, duration=seconds, timeout=30), results.append)
+            return
+        deadline = time.monotonic() + seconds
+        while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            piece = engine.AttackSpec(targets=targets, rate=rate, duration=min(CHUNK_S, left), timeout=30)
+            engine.attack(piece, results.append)
+
+    thread = threading.Thread(target=attack, daemon=True)
     thread.start()
     return thread, results
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from sqlalchemy import select, update
 
-from services.lifecycle.state import DeploymentStore
-from services.lifecycle.state_db import DOCUMENT
+from services.lifecycle.store import DeploymentStore
+from services.lifecycle.store.db import DOCUMENT
 
 
 def write_document(store: DeploymentStore, text: str) -> None:

@@ -8,12 +8,13 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
 import typer
 
-from services.common.cli import console, fail  # noqa: F401 - the lifecycle commands take them from here
+from services.common.cli import fail
 from services.common.errors import ServingError
 from services.common.names import check_name, check_registered_name
 from services.common.settings import RunSettings
@@ -26,7 +27,7 @@ URL = typer.Option(
 TOKEN = typer.Option(None, "--token", help="Admin token (default: GATEWAY_ADMIN_TOKEN, else run/admin-token).")
 
 
-def print_json(data) -> None:
+def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 

@@ -9,17 +9,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from services.commands.lifecycle.common import TOKEN, URL, AdminApi, fail, print_json
+from services.commands.lifecycle.common import TOKEN, URL, AdminApi, print_json
+from services.common.cli import fail
 from services.common.cli_display import WIDE, show
 from services.common.cli_display import table as listing
-from services.lifecycle.rollout_plan import status
+from services.lifecycle.rollouts.plan import status
 
 RATE_WINDOW = 1.0
 """Seconds between the two reads of the request counters: one, so a counter's growth is its rate per second."""
 
 
 def list_models(
-    endpoint: str = typer.Argument(None, help="Only this endpoint."),
+    endpoint: str | None = typer.Argument(None, help="Only this endpoint."),
     as_json: bool = typer.Option(False, "--json", help="JSON on stdout, for scripts."),
     wide: bool = typer.Option(False, "--wide", help="One line per row whatever the terminal's width."),
     url: str = URL,

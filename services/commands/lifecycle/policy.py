@@ -3,6 +3,8 @@ help text each, and each default the policy's own (`RolloutPolicy`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from services.common.cli import fail
@@ -19,22 +21,22 @@ HELP = {
 }
 
 
-def default(field: str):
+def default(field: str) -> str | int | float:
     """The policy's default of `field`, as the option takes it (steps as text: 10,50,100)."""
     value = RolloutPolicy.model_fields[field].get_default(call_default_factory=True)
     return ",".join(map(str, value)) if field == "steps" else value
 
 
-def option(field: str, unset: bool = False):
+def option(field: str, unset: bool = False) -> Any:
     """The option for `field`; `unset`: None unless given (the policy's default is named in the help)."""
     if unset:
         return typer.Option(None, help=f"{HELP[field]} [default: {default(field)}]")
     return typer.Option(default(field), help=HELP[field])
 
 
-def policy_body(**given) -> dict:
+def policy_body(**given: str | float | None) -> dict:
     """The policy fields given (None: left to the policy's default), --steps parsed into percentages."""
-    body = {field: value for field, value in given.items() if value is not None}
+    body: dict[str, Any] = {field: value for field, value in given.items() if value is not None}
     if "steps" in body:
         try:
             body["steps"] = [int(step) for step in body["steps"].split(",")]

@@ -9,19 +9,20 @@ from pathlib import Path
 
 import typer
 
-from services.commands.lifecycle.common import console, fail, print_json, registered_name
+from services.commands.lifecycle.common import print_json, registered_name
+from services.common.cli import console, fail
 from services.common.errors import ServingError
 from services.common.settings import RunSettings
 from services.common.urls import shown_url
 
 
 def register(
-    model_dir: Path = typer.Argument(None, help="A local Hugging Face checkpoint (default: all-MiniLM-L6-v2)."),
+    model_dir: Path | None = typer.Argument(None, help="A local Hugging Face checkpoint (default: all-MiniLM-L6-v2)."),
     name: str = typer.Option(..., "--name", help="Registered model name."),
-    dataset: Path = typer.Option(None, help="The data set the model was trained on (a file)."),
-    dataset_name: str = typer.Option(None, help="Data set name (default: the file's stem)."),
-    dataset_version: str = typer.Option(None, help="Data set version."),
-    run_id: str = typer.Option(None, help="Log into this (training) run instead of a new one."),
+    dataset: Path | None = typer.Option(None, help="The data set the model was trained on (a file)."),
+    dataset_name: str | None = typer.Option(None, help="Data set name (default: the file's stem)."),
+    dataset_version: str | None = typer.Option(None, help="Data set version."),
+    run_id: str | None = typer.Option(None, help="Log into this (training) run instead of a new one."),
 ) -> None:
     """Build a checkpoint (ONNX + tokenizer + manifest), log it with its lineage, register a new version."""
     from services.registry.mlflow_registry import DatasetRef, ModelRegistry
@@ -43,8 +44,8 @@ def train(
         None, min=1, help="Train on the first N of the 320 training sentences (default: all): a weaker version."
     ),
 ) -> None:
-    """Example pipeline: fine-tune a sentiment classifier on the shipped data set and register it (MLflow runs
-    for each step; with the defaults, 1 min 6 s measured on 2 shared cores, 64 s of CPU)."""
+    """Example pipeline: fine-tune a sentiment classifier on the shipped data set and register it, with an MLflow run
+    for each step."""
     from services.registry.train import main_json
 
     name = registered_name(name)

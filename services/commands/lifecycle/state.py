@@ -2,7 +2,7 @@
 uses (`SERVING_STATE_URL`, else the embedded SQLite file of the run directory `SERVING_RUN_DIR`).
 
 Gateways, the controller and the replica agents never apply a store that lost its state, nor one older than they saw
-(`services.lifecycle.state_rules`); these commands are how an operator puts a state back."""
+(`services.lifecycle.store.rules`); these commands are how an operator puts a state back."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from services.common.cli_display import typer_app
 from services.common.errors import ServingError
 
 if TYPE_CHECKING:
-    from services.lifecycle.state import DeploymentStore
+    from services.lifecycle.store import DeploymentStore
 
 state_app = typer_app(
     help="Back up and restore the deployment state store (which versions each endpoint serves, canaries, rollouts).",
@@ -35,7 +35,7 @@ def backup(
 
     Works on the embedded SQLite store and on a PostgreSQL one alike. Refuses a store that lost its state, or whose
     state is invalid."""
-    from services.lifecycle.state_backup import backup as back_up
+    from services.lifecycle.store.backup import backup as back_up
 
     with _store() as store:
         summary = _run(lambda: back_up(store, file, overwrite=force))
@@ -50,7 +50,7 @@ def restore(file: Path = typer.Argument(..., help="A backup made by `serving sta
     the field); nothing else in the file reaches the store. Its state gets a new restore epoch, so that every gateway
     worker, the controller and the replica agents take it even when they saw a later revision; they follow it within
     a poll interval, and the gateways' `/health/ready` says `state_store: ok` again."""
-    from services.lifecycle.state_backup import restore as put_back
+    from services.lifecycle.store.backup import restore as put_back
 
     with _store() as store:
         summary, replaced = _run(lambda: put_back(store, file))
@@ -63,7 +63,7 @@ def accept() -> None:
 
     For a store restored by other means: pg_restore, or a SQLite file put back by hand. The state gets a new restore
     epoch; a store that has no valid state is refused, naming the field (restore a backup instead)."""
-    from services.lifecycle.state_backup import accept as take
+    from services.lifecycle.store.backup import accept as take
 
     with _store() as store:
         summary = _run(lambda: take(store))
@@ -74,7 +74,7 @@ def accept() -> None:
 def _store() -> Iterator[DeploymentStore]:
     """The stack's state store, from the same settings as every other command, closed afterwards."""
     from services.common.settings import RunSettings, default_state_url
-    from services.lifecycle.state import DeploymentStore
+    from services.lifecycle.store import DeploymentStore
 
     settings = RunSettings()
     store = _run(lambda: DeploymentStore.open(settings.state_url or default_state_url(settings.run_dir)))

@@ -11,15 +11,14 @@ from services.commands.lifecycle.common import (
     TOKEN,
     URL,
     AdminApi,
-    console,
     endpoint_path,
-    fail,
     print_json,
     registered_name,
 )
 from services.commands.lifecycle.listing import measured_rates
 from services.commands.lifecycle.policy import option, policy_body
-from services.lifecycle.rollout_plan import plan
+from services.common.cli import console, fail
+from services.lifecycle.rollouts.plan import plan
 
 
 def auto_update(
@@ -68,7 +67,7 @@ def canary(
     versions: list[str] = typer.Option(
         None, "--versions", help="The versions, in the order of the weights: --versions 2 1."
     ),
-    newest: int = typer.Option(None, "--newest", help="Or: the newest N live versions, newest first."),
+    newest: int | None = typer.Option(None, "--newest", help="Or: the newest N live versions, newest first."),
     url: str = URL,
     token: str = TOKEN,
 ) -> None:

@@ -1,20 +1,11 @@
 """clearml-serving's engines: what a configured endpoint runs between its preprocess and postprocess, and which of
 the user's Preprocess methods each one calls (clearml-serving's `serving/preprocess_service.py` is the reference).
-One module per engine family, each engine one registered `Engine`; the endpoint file's `engine` field is checked
-against this registry.
-
-| engine         | its step                                                                                 |
-|----------------|------------------------------------------------------------------------------------------|
-| `triton`       | the declared tensors to a Triton model over gRPC; an `async def process` replaces it      |
-| `onnxruntime`  | the declared tensors through an exported model in-process (this project's own engine)    |
-| `custom`       | the user's `process` (sync, or async)                                                     |
-| `custom_async` | the user's `process`; `send_request` returns an awaitable in async code                  |
-| `sklearn`      | `model.predict(data)`: a skops file, or `joblib.load(model file)`, or `load()`'s model  |
-| `xgboost`      | `model.predict(data)`: `xgboost.Booster().load_model(model file)`, or `load()`'s model  |
-| `lightgbm`     | `model.predict(data)`: `lightgbm.Booster(model_file=...)`, or `load()`'s model           |
+One module per engine family, each engine one `Engine` with its one-line summary (which `serving endpoints add
+--help` and the CLI reference print); the endpoint file's `engine` field takes the names of
+`services.gateway.engine_names`, each of which is registered here.
 
 Every engine calls the user's `preprocess` and `postprocess` when the class has them (else the data passes
-through). Adding an engine: a module with its `Engine` subclass, and one `register` call below.
+through). Adding an engine: its name in `engine_names`, a module with its `Engine` subclass, and one entry below.
 """
 
 from __future__ import annotations
@@ -22,33 +13,28 @@ from __future__ import annotations
 from typing import Any
 
 from services.common.errors import ConfigurationError
-from services.gateway.engines.base import Engine, Loaded
+from services.gateway.engine_names import NAMES
+from services.gateway.engines.base import Engine, Loading, Step
 from services.gateway.engines.custom import CUSTOM, CUSTOM_ASYNC
 from services.gateway.engines.models import LightGBMEngine, ModelEngine, SklearnEngine, XGBoostEngine
 from services.gateway.engines.onnxruntime import OnnxRuntimeEngine
 from services.gateway.engines.triton import TritonEngine
 
-__all__ = ["ENGINES", "NAMES", "Engine", "Loaded", "ModelEngine", "get", "load_model", "missing", "register"]
+__all__ = ["ENGINES", "NAMES", "Engine", "Loading", "ModelEngine", "Step", "get", "load_model", "missing"]
 
-ENGINES: dict[str, Engine] = {}
-"""Every engine by name, in the order `--engine` lists them."""
-
-
-def register(engine: Engine) -> None:
-    ENGINES[engine.name] = engine
-
-
-for _engine in (
-    TritonEngine(),
-    OnnxRuntimeEngine(),
-    CUSTOM,
-    CUSTOM_ASYNC,
-    SklearnEngine(),
-    XGBoostEngine(),
-    LightGBMEngine(),
-):
-    register(_engine)
-NAMES = tuple(ENGINES)
+ENGINES: dict[str, Engine] = {
+    engine.name: engine
+    for engine in (
+        TritonEngine(),
+        OnnxRuntimeEngine(),
+        CUSTOM,
+        CUSTOM_ASYNC,
+        SklearnEngine(),
+        XGBoostEngine(),
+        LightGBMEngine(),
+    )
+}
+"""Every engine by name, in the order of `engine_names.NAMES` (a unit test holds them equal)."""
 
 
 def get(name: str) -> Engine:

@@ -5,5 +5,5 @@ from __future__ import annotations
 
 from services.gateway.engines.base import Engine
 
-CUSTOM = Engine("custom")
-CUSTOM_ASYNC = Engine("custom_async")
+CUSTOM = Engine("custom", "the user's `process` (sync, or async)")
+CUSTOM_ASYNC = Engine("custom_async", "the user's `process`; `send_request` returns an awaitable in async code")

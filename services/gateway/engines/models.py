@@ -10,22 +10,18 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from services.common.errors import ConfigurationError, InvalidInput
 from services.gateway import model_files
-from services.gateway.engines.base import Engine, Loaded
+from services.gateway.engine_names import EngineName
+from services.gateway.engines.base import Engine, Loading, Step
 from services.gateway.user_errors import describe, not_users
-
-if TYPE_CHECKING:
-    from services.gateway.configured import ConfiguredEndpoint
-    from services.gateway.endpoints import EndpointConfig
-    from services.gateway.preprocess import UserPreprocess
 
 
 @dataclass(frozen=True)
 class ModelEngine(Engine):
-    user_process: str = "never"
+    user_process: Literal["always", "async", "never"] = "never"
     module: str = ""
     """The library the engine loads models with (an optional extra: `extra`)."""
     extra: str = ""
@@ -42,24 +38,17 @@ class ModelEngine(Engine):
             f"pip install 'transformer-serving[{self.extra}]' (`make setup` installs every engine)"
         )
 
-    def load(
-        self,
-        name: str,
-        config: EndpointConfig,
-        code: UserPreprocess | None,
-        model_file: str | None,
-        base_dir: Path,
-        unpickle: bool,
-    ) -> Loaded:
+    def load(self, loading: Loading) -> Step:
+        code, model_file, unpickle = loading.code, loading.model_file, loading.unpickle
         own = code.model if code is not None else None
         model = own if own is not None else self.load_model(model_file, unpickle)
         if not callable(getattr(model, "predict", None)) and (unpickle or model is not None):  # None: not unpickled
             where = "Preprocess.load() returned" if own is not None else f"{model_file} holds"
             raise ConfigurationError(
-                f"endpoint '{name}': {where} a {type(model).__name__}, which has no predict(): engine "
+                f"endpoint '{loading.name}': {where} a {type(model).__name__}, which has no predict(): engine "
                 f"'{self.name}' needs a model (for sklearn, e.g. a fitted estimator saved with skops.io.dump)"
             )
-        return Loaded(model=model)
+        return self.step(loading, model)
 
     def load_model(self, model_file: str | None, unpickle: bool = True) -> Any:
         """The model in `model_file`, read with the library's own loader; None for a pickle when `unpickle` is False:
@@ -84,28 +73,35 @@ class ModelEngine(Engine):
         """The model in `path`, read by the library (its own exceptions when it cannot)."""
         raise NotImplementedError
 
-    async def run(self, endpoint: ConfiguredEndpoint, data: Any) -> Any:
-        if isinstance(data, str | bytes | Path):  # xgboost and lightgbm would read a path on this server
-            raise InvalidInput(
-                f"preprocess of endpoint '{endpoint.name}' returned a {type(data).__name__}: the {self.name} "
-                f"model predicts on {self.predicts_on}",
-                param="preprocess",
-            )
-        try:
-            return await endpoint.threads.run(endpoint.model.predict, data)
-        except BaseException as exc:  # noqa: BLE001 - the library (or a model of the user's) refuses: a 422
-            if not_users(exc):
-                raise
-            raise InvalidInput(
-                f"the {self.name} model of endpoint '{endpoint.name}' cannot predict on the preprocess output: "
-                f"{describe(exc)}",
-                param="process",
-            ) from None
+    def step(self, loading: Loading, model: Any) -> Step:
+        """The step: `model.predict` on the preprocess output, on one of the worker's threads."""
+        name, threads = loading.name, loading.threads
+
+        async def step(data: Any) -> Any:
+            if isinstance(data, str | bytes | Path):  # xgboost and lightgbm would read a path on this server
+                raise InvalidInput(
+                    f"preprocess of endpoint '{name}' returned a {type(data).__name__}: the {self.name} "
+                    f"model predicts on {self.predicts_on}",
+                    param="preprocess",
+                )
+            try:
+                return await threads.run(model.predict, data)
+            except BaseException as exc:  # noqa: BLE001 - the library (or a model of the user's) refuses: a 422
+                if not_users(exc):
+                    raise
+                raise InvalidInput(
+                    f"the {self.name} model of endpoint '{name}' cannot predict on the preprocess output: "
+                    f"{describe(exc)}",
+                    param="process",
+                ) from None
+
+        return step
 
 
 @dataclass(frozen=True)
 class SklearnEngine(ModelEngine):
-    name: str = "sklearn"
+    name: EngineName = "sklearn"
+    summary: str = "`model.predict(data)`: a skops file, or `joblib.load(model file)`, or `load()`'s model"
     module: str = "skops"
     extra: str = "sklearn"
     reads: str = "a model saved with skops.io.dump (.skops), or joblib.dump / pickle.dump (these run code when loaded)"
@@ -119,7 +115,8 @@ class SklearnEngine(ModelEngine):
 
 @dataclass(frozen=True)
 class XGBoostEngine(ModelEngine):
-    name: str = "xgboost"
+    name: EngineName = "xgboost"
+    summary: str = "`model.predict(data)`: `xgboost.Booster().load_model(model file)`, or `load()`'s model"
     module: str = "xgboost"
     extra: str = "xgboost"
     reads: str = "a model saved with Booster.save_model / XGBModel.save_model (.json or .ubj)"
@@ -133,7 +130,8 @@ class XGBoostEngine(ModelEngine):
 
 @dataclass(frozen=True)
 class LightGBMEngine(ModelEngine):
-    name: str = "lightgbm"
+    name: EngineName = "lightgbm"
+    summary: str = "`model.predict(data)`: `lightgbm.Booster(model_file=...)`, or `load()`'s model"
     module: str = "lightgbm"
     extra: str = "lightgbm"
     reads: str = "a model saved with Booster.save_model (its text format)"

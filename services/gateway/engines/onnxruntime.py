@@ -6,22 +6,27 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
+
+import numpy as np
 
 from services.common.errors import ConfigurationError
-from services.gateway.engines.base import Engine, Loaded, feeds, outputs
+from services.gateway.endpoints import EndpointConfig
+from services.gateway.engine_names import EngineName
+from services.gateway.engines.base import Engine, Loading, Step, feeds, outputs
 
-if TYPE_CHECKING:
-    from services.gateway.configured import ConfiguredEndpoint
-    from services.gateway.endpoints import EndpointConfig
-    from services.gateway.preprocess import UserPreprocess
+
+class Session(Protocol):
+    """What the step runs: an exported model (`services.common.onnx_runner.OnnxModel`)."""
+
+    def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
 class OnnxRuntimeEngine(Engine):
-    name: str = "onnxruntime"
-    user_process: str = "async"
+    name: EngineName = "onnxruntime"
+    summary: str = "the declared tensors through an exported model in-process (this project's own engine)"
+    user_process: Literal["always", "async", "never"] = "async"
     tensors: bool = True
 
     def check(self, name: str, config: EndpointConfig) -> None:
@@ -31,21 +36,19 @@ class OnnxRuntimeEngine(Engine):
                 f"endpoint '{name}': field 'model' is empty: give the exported model directory (`--model DIR`)"
             )
 
-    def load(
-        self,
-        name: str,
-        config: EndpointConfig,
-        code: UserPreprocess | None,
-        model_file: str | None,
-        base_dir: Path,
-        unpickle: bool,
-    ) -> Loaded:
+    def load(self, loading: Loading) -> Step:
         from services.common.contract import Manifest
         from services.common.onnx_runner import OnnxModel
 
-        model_dir = base_dir / (config.model or "")
-        return Loaded(onnx=OnnxModel(model_dir, Manifest.load(model_dir)))
+        model_dir = loading.base_dir / (loading.config.model or "")
+        return self.step(loading, OnnxModel(model_dir, Manifest.load(model_dir)))
 
-    async def run(self, endpoint: ConfiguredEndpoint, data: Any) -> Any:
-        name = endpoint.config.outputs[0].name
-        return outputs(endpoint, {name: await asyncio.to_thread(endpoint.onnx.run, feeds(endpoint, data))})
+    def step(self, loading: Loading, session: Session) -> Step:
+        """The step through `session`."""
+        name, config = loading.name, loading.config
+        output = config.outputs[0].name
+
+        async def step(data: Any) -> Any:
+            return outputs(config, {output: await asyncio.to_thread(session.run, feeds(name, config, data))})
+
+        return step

@@ -5,23 +5,21 @@ it; its template's sync pass-through is not called)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from services.common.errors import ConfigurationError
-from services.gateway.engines.base import Engine, feeds, outputs
-
-if TYPE_CHECKING:
-    from services.gateway.configured import ConfiguredEndpoint
-    from services.gateway.endpoints import EndpointConfig
+from services.gateway.endpoints import EndpointConfig
+from services.gateway.engine_names import EngineName
+from services.gateway.engines.base import Engine, Loading, Step, feeds, outputs
 
 
 @dataclass(frozen=True)
 class TritonEngine(Engine):
-    name: str = "triton"
+    name: EngineName = "triton"
+    summary: str = "the declared tensors to a Triton model over gRPC; an `async def process` replaces it"
     stage: str = "triton"
-    user_process: str = "async"
+    user_process: Literal["always", "async", "never"] = "async"
     tensors: bool = True
-    sends_to_triton: bool = True
 
     def check(self, name: str, config: EndpointConfig) -> None:
         super().check(name, config)
@@ -30,8 +28,12 @@ class TritonEngine(Engine):
                 f"endpoint '{name}': field 'model' is empty: name the Triton model (`--model NAME`)"
             )
 
-    async def run(self, endpoint: ConfiguredEndpoint, data: Any) -> Any:
-        config = endpoint.config
+    def load(self, loading: Loading) -> Step:
+        name, config, triton = loading.name, loading.config, loading.triton
+        model, version = config.model or "", config.model_version
         names = [spec.name for spec in config.outputs]
-        found = await endpoint.triton.infer(config.model, feeds(endpoint, data), names, version=config.model_version)
-        return outputs(endpoint, found)
+
+        async def step(data: Any) -> Any:
+            return outputs(config, await triton.infer(model, feeds(name, config, data), names, version=version))
+
+        return step

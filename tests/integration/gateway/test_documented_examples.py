@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from services.lifecycle import transitions
-from services.lifecycle.state import DeploymentStore, VersionState
+from services.lifecycle.deployments import VersionState
+from services.lifecycle.store import DeploymentStore
 from tests.support.openapi_examples import documented_examples, request_bodies
 from tests.support.servers import start_gateway
 

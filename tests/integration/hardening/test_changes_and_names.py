@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from services.common.names import NAME_PATTERN
-from services.lifecycle.state import DeploymentStore
+from services.lifecycle.store import DeploymentStore
 from tests.support.servers import start_gateway_alone
 from tests.support.state import stored, write_document
 

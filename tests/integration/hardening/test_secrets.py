@@ -26,7 +26,7 @@ import pytest
 from services.common.errors import ConfigurationError
 from services.launcher import Launcher
 from services.lifecycle import transitions
-from services.lifecycle.state import DeploymentStore
+from services.lifecycle.store import DeploymentStore
 from tests.support.servers import start_gateway_alone, start_http_stack, worker_pids
 
 TOKEN = "door-token-0123456789"

@@ -29,8 +29,8 @@ from psycopg2 import errors
 from sqlalchemy import create_engine, inspect
 
 from services.lifecycle import transitions
-from services.lifecycle.state import DeploymentStore
-from services.lifecycle.state_db import StateReadOnly
+from services.lifecycle.store import DeploymentStore
+from services.lifecycle.store.db import StateReadOnly
 from tests.support.models import ROOT
 from tests.support.postgres import HOST, USER, Postgres
 from tests.support.servers import start_gateway_alone

@@ -25,7 +25,7 @@ import pytest
 from services.commands.status import stack_report
 from services.common.settings import default_state_url
 from services.launcher import free_port
-from services.lifecycle.state import DeploymentStore
+from services.lifecycle.store import DeploymentStore
 from services.triton.liveness import InferenceProbe, ProbeFailed
 from tests.support.servers import processes_mentioning
 from tests.support.state import write_document

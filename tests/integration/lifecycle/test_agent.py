@@ -21,7 +21,7 @@ from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, Manifest
 from services.gateway.version_files import version_files
 from services.launcher import free_port
 from services.lifecycle import transitions
-from services.lifecycle.state import DeploymentStore
+from services.lifecycle.store import DeploymentStore
 from services.registry.mlflow_registry import ModelRegistry
 from services.registry.settings import RegistrySettings
 from services.triton.server import TritonPorts

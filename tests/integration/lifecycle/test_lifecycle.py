@@ -132,7 +132,8 @@ def test_a_version_with_another_tensor_contract_is_rejected(stack, checkpoints):
 def test_a_killed_controller_leaves_traffic_consistent_and_a_restarted_one_carries_on(stack, checkpoints):
     assert stack.registry.register(checkpoints["c"], "tiny-emb")["version"] == "5"
     stack.wait_for("version 5 live", lambda: stack.versions().get("5", {}).get("state") == "live", timeout=90)
-    thread, results = attack_in_background(stack, seconds=40, rate=40)  # outlasts a slow restart: steps need traffic
+    done = threading.Event()  # traffic until the promotion (at most 40 s): the steps need it, even a slow restart's
+    thread, results = attack_in_background(stack, seconds=40, rate=40, stop=done)
     stack.admin(
         "POST",
         "/endpoints/emb/rollout",
@@ -156,6 +157,7 @@ def test_a_killed_controller_leaves_traffic_consistent_and_a_restarted_one_carri
     stack.launcher.start(spec, detach=True)
     stack.wait_for("the last step", lambda: stack.versions()["5"]["traffic_share"] == 1.0, timeout=40)
     stack.wait_for("the promotion", lambda: champion(stack) == "5", timeout=60)  # judged once the step has its data
+    done.set()
     thread.join()
     assert {r.code for r in results} == {200}
 
@@ -219,7 +221,8 @@ def test_a_corrupt_artifact_is_rejected_and_never_served(stack, checkpoints, tmp
 
 def test_an_unreachable_registry_is_said_once_while_the_controller_lives_on(stack, tmp_path):
     from services.launcher import ProcessSpec
-    from services.lifecycle.state import DeploymentStore, EndpointState
+    from services.lifecycle.deployments import EndpointState
+    from services.lifecycle.store import DeploymentStore
 
     state_url = default_state_url(tmp_path)
     DeploymentStore.open(state_url).update(
@@ -259,11 +262,13 @@ def test_an_unreachable_registry_is_said_once_while_the_controller_lives_on(stac
 def test_a_new_version_under_an_auto_update_policy_is_rolled_out_then_promoted(stack, checkpoints):
     policy = {"steps": [50, 100], "dwell": 3, "max_error_rate": 0.05, "max_p99_ratio": 5, "min_requests": 10}
     stack.admin("PUT", "/endpoints/emb/auto-update", {"name": "tiny-emb", "max_versions": 2, "rollout": policy})
-    thread, results = attack_in_background(stack, seconds=40, rate=40)
+    done = threading.Event()
+    thread, results = attack_in_background(stack, seconds=40, rate=40, stop=done)  # until the promotion
     version = stack.registry.register(checkpoints["b"], "tiny-emb")["version"]
     stack.wait_for("its first step", lambda: stack.versions().get(version, {}).get("traffic_share") == 0.5, 90)
     assert stack.versions()[version]["share_reason"] == "rollout: step 1 of 2, 50% to it"
     stack.wait_for("the last step", lambda: stack.versions()[version]["traffic_share"] == 1.0, timeout=60)
     stack.wait_for("the promotion", lambda: champion(stack) == version, timeout=60)
+    done.set()
     thread.join()
     assert {r.code for r in results} == {200}

@@ -11,10 +11,11 @@ from contextlib import closing
 import pytest
 
 from services.common.errors import ConfigurationError
-from services.lifecycle.state import DeploymentStore, EndpointState
-from services.lifecycle.state_backup import backup, restore
-from services.lifecycle.state_db import open_engine, parse_url
-from services.lifecycle.state_memory import StateMemory
+from services.lifecycle.deployments import EndpointState
+from services.lifecycle.store import DeploymentStore
+from services.lifecycle.store.backup import backup, restore
+from services.lifecycle.store.db import open_engine, parse_url
+from services.lifecycle.store.memory import StateMemory
 from tests.support.state import escaping
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.lifecycle.state import DeploymentStore, EndpointState, VersionState
+from services.lifecycle.deployments import EndpointState, VersionState
+from services.lifecycle.store import DeploymentStore
 from services.triton.repository import RenderOptions
 from tests.support.servers import Server, start_gateway, start_triton, worker_pids
 from tests.support.state import controllers_copy

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from services.common.settings import default_state_url
 from services.launcher import Launcher, ProcessSpec
-from services.lifecycle.state import DeploymentStore, EndpointState
+from services.lifecycle.deployments import EndpointState
+from services.lifecycle.store import DeploymentStore
 from services.triton.control_key import KEY_FILE
 from tests.support.state import escaping, write_document
 

@@ -26,7 +26,7 @@ from services.controller.gateway_metrics import (
 )
 from services.controller.settings import FleetDriftSettings
 from services.launcher import Launcher, free_port
-from services.lifecycle.rollout import quantile
+from services.lifecycle.rollouts.windows import quantile
 from services.monitoring.fleet_counts import FleetFeatureCounts
 from services.monitoring.fleet_drift import FleetDrift
 from services.prometheus import prometheus_process

@@ -5,6 +5,7 @@ are what the code writes is a unit test: tests/unit/observability/test_dashboard
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -172,3 +173,17 @@ def test_every_dashboard_query_returns_data_from_real_scrapes(prometheus):
 def test_every_recording_rule_produces_data(prometheus):
     for record in ("loadtest:latency_seconds:p99", "serving:stage_latency_seconds:p99", "triton:batch_size:avg30s"):
         assert query(prometheus, record), f"recording rule {record} produced nothing"
+
+
+def test_serving_dashboards_draws_every_panel_from_real_scrapes(prometheus, tmp_path):
+    """The dashboards without Grafana (issue 42): every panel of every dashboard drawn with data, from the same
+    PromQL as the saved JSON, into images and a page under the run directory."""
+    result = CliRunner().invoke(
+        app, ["dashboards", "--prometheus", prometheus, "--since", "5m"], env={"SERVING_RUN_DIR": str(tmp_path)}
+    )
+    assert result.exit_code == 0, result.output
+    statuses = [line for line in result.output.splitlines() if ": " in line and not line.startswith("page:")]
+    panels = sum(len(json.loads((OUT / name).read_text())["panels"]) for name in render())
+    assert len(statuses) == panels and all(": data (" in line for line in statuses), result.output
+    index = (tmp_path / "dashboards" / "index.html").read_text()
+    assert index.count("<img ") == panels and (tmp_path / "dashboards" / "triton").is_dir()

@@ -14,7 +14,7 @@ import pytest
 
 from services.launcher import free_port
 from services.lifecycle import transitions
-from services.lifecycle.state import DeploymentStore
+from services.lifecycle.store import DeploymentStore
 from services.prometheus_api import PrometheusApi
 from services.registry.mlflow_registry import ModelRegistry
 from services.registry.settings import RegistrySettings

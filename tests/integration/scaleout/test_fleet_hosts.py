@@ -15,7 +15,7 @@ from collections import Counter
 
 from loadtest.sentences import long, short
 from services.gateway.version_files import FILES
-from services.lifecycle.state import EndpointState
+from services.lifecycle.deployments import EndpointState
 from services.prometheus_api import increase_between, selector
 from tests.integration.scaleout.conftest import ENDPOINT, REGISTERED, Fleet
 from tests.support.agents import first_grpc_answer

@@ -1,13 +1,15 @@
-"""round_robin against least_work, side by side in one run (a measurement that prints numbers, not a test): two real
-Tritons (the exported model in build/model, batching on) on 127.0.0.2 and 127.0.0.3, two gateways (one worker each,
-one per GATEWAY_TRITON_BALANCE) over both, `hey -c 32` (Debian package `hey`) against each in turn. Healthy: sequences
+"""round_robin, least_work without hedging and least_work (hedged, the default) side by side in one run (a
+measurement that prints numbers, not a test): two real Tritons (the exported model in build/model, batching on) on
+127.0.0.2 and 127.0.0.3, three gateways (one worker each, one per policy) over both, `hey -c 32` (Debian package
+`hey`) against each in turn. Healthy: sequences
 and calls per replica (Triton's own counts, and the gateway's `serving_triton_sequences_total`, which leaves out the
 copies sent to a slow replica), req/s, p50, p99. Slow: replica B's process tree held to 10% of a core (cgroup v1
 `cpu.cfs_quota_us`, as root), the same; then released, least_work's sequences per replica every 5 s.
 
     PYTHONPATH=. .venv/bin/python tests/integration/triton/measure_balance.py
 
-HEALTHY_PAIRS, SLOW_PAIRS, SLOW_POLICIES and SECONDS_PER_RUN shorten it. Figures: docs/decisions/replica-balance.md."""
+HEALTHY_PAIRS, SLOW_PAIRS, SLOW_POLICIES and SECONDS_PER_RUN shorten it; `hedges` is the gateway's count of calls
+copied to the other replica during a run. Figures: docs/decisions/replica-balance.md."""
 
 from __future__ import annotations
 
@@ -30,6 +32,11 @@ MODEL = Path("build/model").resolve()
 CGROUP = Path("/sys/fs/cgroup/cpu/serving-slow-replica")
 BODY = json.dumps({"text": "A short sentence about replicas and load."})
 SECONDS = int(os.environ.get("SECONDS_PER_RUN", "6"))
+POLICIES = {
+    "round_robin": {"GATEWAY_TRITON_BALANCE": "round_robin"},
+    "least_work": {"GATEWAY_TRITON_BALANCE": "least_work", "GATEWAY_TRITON_HEDGE": "false"},
+    "hedged": {"GATEWAY_TRITON_BALANCE": "least_work"},
+}
 
 
 def counts(server) -> tuple[float, float]:
@@ -93,13 +100,13 @@ def hey(url: str, seconds: int) -> dict:
     return {"rps": rps, "p50_ms": p50 * 1000, "p99_ms": p99 * 1000, "codes": codes}
 
 
-def gateway_seqs(url: str, tritons) -> list[float]:
+def gateway_seqs(url: str, tritons, metric: str = "serving_triton_sequences_total") -> list[float]:
     text = httpx.get(f"{url}/metrics", timeout=10).text
     return [
         sum(
             float(line.split()[-1])
             for line in text.splitlines()
-            if line.startswith("serving_triton_sequences_total{") and f'"{t.grpc_url}"' in line
+            if line.startswith(f"{metric}{{") and f'"{t.grpc_url}"' in line
         )
         for t in tritons
     ]
@@ -108,6 +115,7 @@ def gateway_seqs(url: str, tritons) -> list[float]:
 def run(name: str, url: str, tritons, seconds: int, sample_every: float | None = None) -> dict:
     before = [counts(t) for t in tritons]
     gw_before = gateway_seqs(url, tritons)
+    hedges_before = sum(gateway_seqs(url, tritons, "serving_triton_hedges_total"))
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
 
@@ -138,6 +146,7 @@ def run(name: str, url: str, tritons, seconds: int, sample_every: float | None =
         b_call_share=round(calls[1] / max(1, sum(calls)), 3),
         gateway_seqs=gw,
         b_gateway_share=round(gw[1] / max(1, sum(gw)), 3) if sum(gw) else None,
+        hedges=sum(gateway_seqs(url, tritons, "serving_triton_hedges_total")) - hedges_before,
         samples=samples,
     )
     print(json.dumps(result), flush=True)
@@ -152,13 +161,9 @@ def main() -> None:
     target = f"{a.grpc_url},{b.grpc_url}"
     gateways = {}
     try:
-        for policy in ("round_robin", "least_work"):
+        for policy, env in POLICIES.items():
             gateways[policy] = start_gateway(
-                base / policy,
-                MODEL,
-                a,
-                workers=1,
-                env={"GATEWAY_TRITON_GRPC_URL": target, "GATEWAY_TRITON_BALANCE": policy},
+                base / policy, MODEL, a, workers=1, env={"GATEWAY_TRITON_GRPC_URL": target, **env}
             )
         for gw in gateways.values():
             hey(gw.url, 2)  # warm up
@@ -171,13 +176,13 @@ def main() -> None:
         time.sleep(0.5)
         for _ in range(int(os.environ.get("SLOW_PAIRS", "2"))):
             for policy, gw in gateways.items():
-                if policy not in os.environ.get("SLOW_POLICIES", "round_robin,least_work"):
+                if policy not in os.environ.get("SLOW_POLICIES", ",".join(POLICIES)):
                     continue
                 run(policy, gw.url, tritons, 10, sample_every=2.0)
                 time.sleep(3)  # let B drain what it held
-        print("# B released: least_work, share of B per 5 s", flush=True)
+        print("# B released: hedged least_work, share of B per 5 s", flush=True)
         throttle(b, None)
-        run("least_work", gateways["least_work"].url, tritons, 30, sample_every=5.0)
+        run("hedged", gateways["hedged"].url, tritons, 30, sample_every=5.0)
     finally:
         with contextlib.suppress(OSError):
             throttle(b, None)

@@ -67,7 +67,8 @@ def test_analyze_reads_and_writes_under_the_run_directory_by_default(tmp_path, m
     store.add([s for i in range(30) for s in gateway_trace(f"{i:032x}", preprocess_ms=5.0, rate=100.0)])
     store.close()
     monkeypatch.chdir(elsewhere)
-    result = CliRunner().invoke(app, ["analyze"], env={"SERVING_RUN_DIR": str(run_dir)})
+    # --wait 0: the spans were just written, and waiting out their quiet time (6 s) is test_settle's subject
+    result = CliRunner().invoke(app, ["analyze", "--wait", "0"], env={"SERVING_RUN_DIR": str(run_dir)})
     assert result.exit_code == 0, result.output
     assert (run_dir / "analysis" / "analysis.md").is_file() and not list(elsewhere.iterdir())
 
@@ -75,6 +76,18 @@ def test_analyze_reads_and_writes_under_the_run_directory_by_default(tmp_path, m
 def test_analyze_without_spans_says_how_to_get_them(tmp_path):
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "nothing.db")])
     assert result.exit_code == 2 and "TRACES=1" in result.output
+
+
+def test_analyze_names_a_span_store_it_cannot_read(tmp_path):
+    """A spans.db that is no SQLite database (or a damaged one) ends the command with one line, not a traceback, both
+    with and without the wait for late spans."""
+    garbage = tmp_path / "spans.db"
+    garbage.write_bytes(bytes(range(256)) * 20)
+    for wait in ("1", "0"):
+        result = CliRunner().invoke(app, ["analyze", str(garbage), "--wait", wait])
+        assert result.exit_code == 2, (wait, result.output, result.exception)
+        said = "".join(result.output.split())  # however the console wrapped it
+        assert "".join(f"{garbage} is not a span store: file is not a database".split()) in said, wait
 
 
 def test_analyze_counts_the_requests_that_timed_out(tmp_path):

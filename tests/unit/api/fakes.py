@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.api.dataplane import DataPlane, PipelineRun, SingleModelEndpoint
+from services.api.catalog import Catalog
+from services.api.dataplane import DataPlane
+from services.api.endpoint import Endpoint, Endpoints, EndpointSource, PipelineEndpoint, SingleModelEndpoint
 from services.common.backend import ServedModel
 from services.common.contract import TOKENIZER_FILE, Manifest
 from services.common.errors import NotFound
@@ -38,7 +40,7 @@ class CountingBackend:
         return np.array(batch.token_counts, dtype=np.float32)[:, None]
 
 
-class Pipeline(PipelineRun):
+class Pipeline(PipelineEndpoint):
     """A pipeline endpoint that records the steps its run called, with the state they shared."""
 
     name = "custom"
@@ -67,39 +69,40 @@ class Pipeline(PipelineRun):
         return {"y": data, "state": state["seen"]}
 
 
-class Resolver:
-    """The built-in model's files under a second endpoint name, 'other' (version 3), and a pipeline, 'custom'."""
+class Fixed(EndpointSource):
+    """A source whose endpoints change only when a test says so."""
 
-    def __init__(self, model: ServedModel):
-        self.versioned = SingleModelEndpoint(ServedModel("other", "3", model.manifest, model.tokenizer, model.backend))
-        self.pipeline = Pipeline()
-        self.metrics = {"custom": EndpointMetrics(variables={"lang": Variable(kind="enum", values=["en"])})}
+    def __init__(self, endpoints: Endpoints):
+        self.endpoints = endpoints
 
-    def resolve(self, name):
-        return {"custom": self.pipeline, "other": self.versioned}.get(name)
+    def current(self) -> Endpoints:
+        return self.endpoints
 
-    def names(self):
-        return ["custom", "other"]
 
-    def errors(self):
-        return {}
+def endpoints(model: ServedModel) -> Endpoints:
+    """The built-in model's files under a second endpoint name, 'other' (version 3), and a pipeline, 'custom', with
+    statistics declared for it; 'coming' has a version being loaded (4) and none served yet."""
+    other = SingleModelEndpoint(ServedModel("other", "3", model.manifest, model.tokenizer, model.backend))
+    declared = {"custom": EndpointMetrics(variables={"lang": Variable(kind="enum", values=["en"])})}
+    return Endpoints({"custom": Pipeline(), "other": other}, declared=declared, loading={"coming": ("4",)})
 
-    def health(self):
-        return {}
 
-    def declared(self, name):
-        return self.metrics.get(name)
-
-    async def start(self): ...
-
-    async def stop(self): ...
+def serve_also(catalog: Catalog, *added: Endpoint, **declared: EndpointMetrics) -> None:
+    """The catalog's (one, fixed) source with `added` endpoints in place of those of their names, and `declared`
+    statistics added."""
+    (source,) = catalog.sources
+    assert isinstance(source, Fixed)
+    now = source.endpoints
+    by_name = dict(now.by_name) | {endpoint.name: endpoint for endpoint in added}
+    source.endpoints = Endpoints(by_name, now.errors, dict(now.declared) | declared, now.loading)
 
 
 def make_dataplane(tmp_path, **settings) -> DataPlane:
-    """A data plane with the built-in model 'minilm' (version 1) on a CountingBackend, and the Resolver's endpoints."""
+    """A data plane with the built-in model 'minilm' (version 1) on a CountingBackend, and `endpoints`' as one
+    fixed source."""
     model_dir = unit_model_dir(tmp_path / "m")
     manifest = Manifest.load(model_dir)
     settings = ApiSettings(model_dir=model_dir, max_inflight=2, max_texts=3, **settings)
     tokenizer = TextTokenizer(model_dir / TOKENIZER_FILE, manifest.max_seq_length)
     builtin = ServedModel("minilm", "1", manifest, tokenizer, CountingBackend())
-    return DataPlane(settings, builtin, builtin.backend, Resolver(builtin))
+    return DataPlane(settings, builtin, builtin.backend, [Fixed(endpoints(builtin))])

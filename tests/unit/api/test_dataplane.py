@@ -11,12 +11,12 @@ import pytest
 from prometheus_client import REGISTRY
 
 from observability.logging import model_var
-from services.api.dataplane import PipelineRun
-from services.common.backend import Answer, EndpointKind, ServeCall, ServedModel
+from services.api.endpoint import Endpoint, ModelEndpoint, PipelineEndpoint
+from services.common.backend import Answer, ServeCall, ServedModel
 from services.common.contract import TOKENIZER_FILE
 from services.common.errors import BadRequest, NotFound, PayloadTooLarge
 from services.common.tokenization import TextTokenizer
-from tests.unit.api.fakes import CountingBackend, Pipeline, make_dataplane
+from tests.unit.api.fakes import CountingBackend, Pipeline, make_dataplane, serve_also
 
 
 @pytest.fixture
@@ -118,7 +118,7 @@ def test_a_bad_body_is_counted_under_its_endpoint_and_an_unknown_version_is_not(
 
 
 def test_serve_runs_a_pipeline_step_by_step_and_records_its_statistics(dataplane):
-    pipeline = dataplane.catalog.endpoints.pipeline
+    pipeline = dataplane.catalog.resolve("custom")
     stages = ("parse", "preprocess", "unit-engine", "postprocess")
     before = stage_counts(*stages)
     enum = sample("serving_custom_custom_lang_total", version="7", value="en")
@@ -136,7 +136,7 @@ def test_a_version_a_pipeline_refuses_is_a_404_counted_under_it(dataplane):
     refused = sample("serving_endpoint_requests_total", endpoint="custom", version="7", code="404")
     with pytest.raises(NotFound):
         asyncio.run(dataplane.serve("custom", "8", body({"x": [1]}), None, None))
-    assert dataplane.catalog.endpoints.pipeline.steps == []
+    assert dataplane.catalog.resolve("custom").steps == []
     assert sample("serving_endpoint_requests_total", endpoint="custom", version="7", code="404") == refused + 1
 
 
@@ -201,10 +201,9 @@ def test_a_cancelled_request_is_counted_499_not_as_its_versions_failure(dataplan
     assert sample("serving_endpoint_requests_total", endpoint="minilm", version="1", code="500") == counted["500"]
 
 
-class Echo:
-    """An endpoint of neither run: its own `run`, which answers what it was handed."""
+class Echo(Endpoint):
+    """An endpoint of neither kind: its own `run`, which answers what it was handed."""
 
-    kind = EndpointKind.PIPELINE
     name = "custom"
 
     def __init__(self):
@@ -217,13 +216,11 @@ class Echo:
 
 def test_serve_hands_any_endpoint_its_request_and_declared_statistics_and_answers_what_it_runs(dataplane):
     echo = Echo()
-    dataplane.catalog.endpoints.pipeline = echo
+    serve_also(dataplane.catalog, echo)
     read = body({"x": 1})
     answer = asyncio.run(dataplane.serve("custom", "5", read, "caller-7", "application/json"))
     assert answer == Answer(b'{"x":1}', "echo", "5")
-    assert echo.calls == [
-        ServeCall("5", read, "caller-7", "application/json", dataplane.catalog.endpoints.metrics["custom"])
-    ]
+    assert echo.calls == [ServeCall("5", read, "caller-7", "application/json", dataplane.catalog.declared("custom"))]
 
 
 def test_a_pipelines_steps_log_under_its_endpoint_and_version(dataplane):
@@ -234,18 +231,27 @@ def test_a_pipelines_steps_log_under_its_endpoint_and_version(dataplane):
             seen.append(model_var.get())
             return data
 
-    dataplane.catalog.endpoints.pipeline = Logging()
+    serve_also(dataplane.catalog, Logging())
     asyncio.run(dataplane.serve("custom", None, body({"x": [1]}), None, "application/json"))
     assert seen == [("custom", "7", "-")]
 
 
-def test_an_endpoint_class_missing_a_step_of_its_run_cannot_be_built():
-    class NoPostprocess(PipelineRun):
-        def accept(self, version): ...
+def test_an_endpoint_class_missing_a_method_of_its_kind_cannot_be_built():
+    class NoVersions(ModelEndpoint):
+        def choose(self, version, routing_key): ...
 
-        async def preprocess(self, body, state, collect): ...
+    with pytest.raises(TypeError, match="versions"):
+        NoVersions()
+    with pytest.raises(TypeError, match="run"):
+        type("NoRun", (Endpoint,), {})()
 
-        async def process(self, data, state, collect): ...
 
-    with pytest.raises(TypeError, match="postprocess"):
-        NoPostprocess()
+def test_a_pipeline_of_defaults_passes_the_body_through_and_answers_its_one_version(dataplane):
+    class Through(PipelineEndpoint):
+        name = "through"
+
+    serve_also(dataplane.catalog, Through())
+    answer = asyncio.run(dataplane.serve("through", "1", body({"x": [1]}), None, "application/json"))
+    assert (orjson.loads(answer.body), answer.model, answer.version) == ({"x": [1]}, "through", "1")
+    with pytest.raises(NotFound, match="available: '1'"):
+        asyncio.run(dataplane.serve("through", "2", body({"x": [1]}), None, "application/json"))

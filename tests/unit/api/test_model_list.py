@@ -7,13 +7,13 @@ import datetime as dt
 
 import pytest
 
-from services.api.dataplane import SingleModelEndpoint
+from services.api.endpoint import SingleModelEndpoint
 from services.api.routes import _check_embeddings, model_cards
 from services.common.contract import Manifest
 from services.common.errors import InvalidInput
 from services.common.schemas import EmbeddingsRequest
 from tests.support.models import unit_model_dir
-from tests.unit.api.fakes import make_dataplane
+from tests.unit.api.fakes import make_dataplane, serve_also
 
 
 def built_at(manifest: Manifest, created_at: str) -> Manifest:
@@ -27,9 +27,7 @@ def catalog(tmp_path):
     builtin = catalog.builtin.model
     classifier = Manifest.load(unit_model_dir(tmp_path / "c", "classification"))
     sentiment = SingleModelEndpoint(dataclasses.replace(builtin, endpoint="sentiment", manifest=classifier))
-    endpoints = {"sentiment": sentiment, "other": catalog.endpoints.versioned}
-    catalog.endpoints.resolve = lambda name: endpoints.get(name) or {"custom": catalog.endpoints.pipeline}.get(name)
-    catalog.endpoints.names = lambda: ["custom", "other", "sentiment"]
+    serve_also(catalog, sentiment)
     return catalog
 
 
@@ -48,8 +46,8 @@ def test_created_is_when_the_version_was_built_and_zero_when_that_cannot_be_read
     catalog.builtin.model = dataclasses.replace(
         builtin, manifest=built_at(builtin.manifest, "2024-05-01T12:00:00+00:00")
     )
-    other = catalog.endpoints.versioned.model
-    catalog.endpoints.versioned.model = dataclasses.replace(other, manifest=built_at(other.manifest, "yesterday"))
+    other = catalog.model_for("other")
+    serve_also(catalog, SingleModelEndpoint(dataclasses.replace(other, manifest=built_at(other.manifest, "yesterday"))))
     created = {card.id: card.created for card in model_cards(catalog)}
     expected = int(dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC).timestamp())
     assert created == {"unit-embedding": expected, "minilm": expected, "other": 0}

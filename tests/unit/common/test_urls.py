@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from services.common.urls import shown_url
-from services.lifecycle.state_db import shown
+from services.lifecycle.store.db import shown
 
 SECRET = "s3cr3t-Pw"
 

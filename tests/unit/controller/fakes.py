@@ -16,7 +16,7 @@ from observability.metrics import LATENCY_BUCKETS
 from services.common.contract import checked_hashes
 from services.common.errors import Unavailable
 from services.controller.gateway_metrics import FleetMetrics
-from services.lifecycle.rollout import Snapshot, VersionCounters
+from services.lifecycle.rollouts.windows import Snapshot, VersionCounters
 
 GATEWAY = "gw-1"
 

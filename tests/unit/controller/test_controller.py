@@ -11,6 +11,7 @@ import logging
 import numpy as np
 
 from services.common.contract import MODEL_FILE
+from services.common.errors import NotFound
 from services.lifecycle import transitions
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
 from tests.support.state import stored
@@ -47,6 +48,22 @@ def test_a_version_whose_artifacts_changed_is_rejected_tagged_and_never_placed(w
     tags = world.registry.tags("m", version)
     assert tags["deployment"] == "rejected" and tags["deployment.reason"] == record.reason
     assert not world.triton.placed("emb", version) and world.triton.loads == 0
+
+
+def test_a_version_registered_from_no_run_is_rejected_and_the_next_one_goes_live(world):
+    fetch = world.registry.fetch
+
+    def no_run_for_the_first(name, version, dest):
+        if version == "1":  # what the MLflow adapter raises for it (`run_of`)
+            raise NotFound(f"version 1 of '{name}' was registered from no run, so it has no files to fetch")
+        return fetch(name, version, dest)
+
+    world.registry.fetch = no_run_for_the_first
+    first, second = world.register(), world.register()
+    for _ in range(5):
+        world.tick(1.0)
+    assert world.states() == {first: "rejected", second: "live"}
+    assert "registered from no run" in world.registry.tags("m", first)["deployment.reason"]
 
 
 def test_a_version_failing_its_forward_pass_is_rejected(world):

@@ -5,10 +5,14 @@ gateway restarting only its own contribution, a rollout whose version was reject
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
-from services.lifecycle import transitions, transitions_rollout
+from services.common.errors import Unavailable
+from services.lifecycle import transitions
+from services.lifecycle.rollouts import transitions as rollout_transitions
 from services.lifecycle.routing import effective_weights
 from tests.support.models import UNIT_HIDDEN
 from tests.unit.controller.fakes import GATEWAY
@@ -94,7 +98,7 @@ def test_a_baseline_marked_by_another_source_starts_a_fresh_window(world):
     start_rollout(world)
     world.tick()
     world.store.update(
-        lambda s: transitions_rollout.start_rollout_step(s, "emb", 0, {"source": "prometheus"}, world.clock.now)
+        lambda s: rollout_transitions.start_rollout_step(s, "emb", 0, {"source": "prometheus"}, world.clock.now)
     )
     world.metrics.serve("2", 30)
     rollout = world.tick(10.0).rollout
@@ -107,7 +111,7 @@ def test_a_step_started_later_than_now_starts_again_now(world):
     start_rollout(world)
     world.tick()
     ahead = world.clock.now + 10**6
-    world.store.update(lambda s: transitions_rollout.start_rollout_step(s, "emb", 0, {"gateways": {}}, ahead))
+    world.store.update(lambda s: rollout_transitions.start_rollout_step(s, "emb", 0, {"gateways": {}}, ahead))
     rollout = world.tick(1.0).rollout
     assert (rollout.step, rollout.step_started) == (0, world.clock.now)
 
@@ -187,3 +191,29 @@ def test_a_version_rolled_back_and_deployed_again_is_live_again_at_the_share_the
     endpoint = world.tick()
     assert world.states() == {"1": "live", "2": "live"} and world.serving() == {"1", "2"}
     assert effective_weights(endpoint) == {"1": 1.0}, "the rollback's pin holds until traffic is handed back"
+
+
+def test_a_rollout_whose_numbers_cannot_be_read_pauses_says_so_once_and_resumes_where_it_was(world, caplog):
+    """Prometheus cut off while a step is judged: no promotion or rollback on numbers it cannot read."""
+    caplog.set_level(logging.INFO, "controller")
+    start_rollout(world)
+    started = world.tick().rollout.step_started
+    world.metrics.serve("2", 30, errors=10)  # numbers that would roll it back, once read
+    world.metrics.serve("1", 30)
+    read = world.metrics.read
+
+    def cut_off(endpoint):
+        raise Unavailable("Prometheus at http://127.0.0.4:9090 did not answer: timed out")
+
+    world.metrics.read = cut_off
+    for _ in range(3):
+        rollout = world.tick(10.0).rollout
+        assert (rollout.status, rollout.step, rollout.step_started) == ("running", 0, started)
+    assert world.controller.rollouts.paused == {"emb"}
+    said = [r.getMessage() for r in caplog.records if "paused at 50%" in r.getMessage()]
+    assert len(said) == 1 and "neither promoting nor rolling back" in said[0] and "did not answer" in said[0]
+    world.metrics.read = read
+    endpoint = world.tick(1.0)
+    assert endpoint.rollout.status == "rolled_back", "judged on the numbers once they can be read"
+    assert world.controller.rollouts.paused == set()
+    assert any("resumes at 50%" in r.getMessage() for r in caplog.records)

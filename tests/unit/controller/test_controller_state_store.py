@@ -170,7 +170,7 @@ def test_a_store_that_lost_its_state_is_not_written_over_and_said_once_at_error(
     assert "`serving state restore FILE`" in errors(caplog)[0] and "acts on none" in errors(caplog)[0]
     assert not any("carrying on" in r.getMessage() for r in caplog.records)
     assert world.controller.last_good.endpoints["emb"].versions["1"].state == "live"
-    from services.lifecycle.state_backup import restore
+    from services.lifecycle.store.backup import restore
 
     restore(world.store, tmp_path / "good.db")
     assert world.tick(1.0).versions["2"].state == "live", "carries on from the restored state"

@@ -11,7 +11,8 @@ import pytest
 from services.controller import Controller
 from services.controller.settings import ControllerSettings
 from services.lifecycle import placement, transitions
-from services.lifecycle.state import DeploymentStore, EndpointState, VersionState
+from services.lifecycle.deployments import EndpointState, VersionState
+from services.lifecycle.store import DeploymentStore
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
 from tests.unit.controller.fakes import Clock, FakeMetrics, FakeRegistry, FakeTriton
 from tests.unit.lifecycle.states import deployments
@@ -53,7 +54,7 @@ def test_replicas_hold_live_checked_and_still_draining_versions_load_only_the_fi
     assert placement.wanted(item) == ["1", "2", "10", "11"]
     assert placement.to_load(item) == ["10", "11"]  # one out of traffic is kept where it is, never loaded again
     assert placement.wanted_at_start(item) == ["10"]
-    assert placement.verified(item.versions["11"]) and not placement.verified(item.versions["12"])
+    assert item.versions["11"].verified() and not item.versions["12"].verified()
 
 
 def test_only_a_loading_version_is_marked_verified():
@@ -62,7 +63,7 @@ def test_only_a_loading_version_is_marked_verified():
         transitions.mark_verified(state, "emb", version, model_dir="/m", lineage={"registry": {"name": "m"}})
     assert state.endpoints["emb"].versions["1"].lineage == {}
     assert state.endpoints["emb"].versions["2"].state == "loading"
-    assert placement.verified(state.endpoints["emb"].versions["2"])
+    assert state.endpoints["emb"].versions["2"].verified()
 
 
 # --- the controller -------------------------------------------------------------------------------------------------
@@ -108,7 +109,7 @@ def test_a_checked_version_goes_live_only_once_every_replica_holds_it_and_no_tri
     version = fleet.registry.add("m", fleet.model_dir)
     assert fleet.tick() == {version: "loading"}
     record = fleet.store.read().endpoints["emb"].versions[version]
-    assert placement.verified(record) and record.lineage["registry"]["version"] == version
+    assert record.verified() and record.lineage["registry"]["version"] == version
     assert fleet.tick() == {version: "loading"}  # no replica has reported
     fleet.report(A, version)
     fleet.report(B)

@@ -13,7 +13,7 @@ import pytest
 
 from services.common.confined import OutsideBase
 from services.controller.triton_sync import TritonSync
-from services.lifecycle.state import StateInvalid
+from services.lifecycle.deployments import StateInvalid
 from services.triton.model_control import TritonModels
 from services.triton.repository import RenderOptions
 from tests.support.state import escaping, victim_dir, write_document
@@ -58,7 +58,7 @@ def test_unloading_with_the_real_repository_refuses_the_state_and_then_the_path(
 
 
 def test_fetch_and_reject_refuse_a_path_outside_the_models_directory_even_when_given_one(world, victim):
-    deployer = world.controller.steps[0].__self__  # the controller's `Deployer`
+    deployer = world.controller.steps[0].run.__self__  # the controller's `Deployer`
     world.settings.models_dir.mkdir(parents=True)
     name = next(iter(json.loads(escaping(victim))["endpoints"]))
     world.register()

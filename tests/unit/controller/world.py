@@ -8,8 +8,9 @@ import numpy as np
 from services.controller import Controller
 from services.controller.settings import ControllerSettings
 from services.lifecycle import transitions
+from services.lifecycle.deployments import EndpointState
 from services.lifecycle.routing import effective_weights
-from services.lifecycle.state import DeploymentStore, EndpointState
+from services.lifecycle.store import DeploymentStore
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
 from tests.unit.controller.fakes import Clock, FakeMetrics, FakeRegistry, FakeTriton
 
@@ -60,7 +61,7 @@ def run_traffic(world: World, rate: float, seconds: int, seed: int, fails: float
     rng = np.random.default_rng(seed)
     for _ in range(seconds // tick):
         endpoint = world.tick(tick)
-        if endpoint.rollout.status != "running":
+        if not endpoint.rollout.running():
             return endpoint
         for version, share in effective_weights(endpoint).items():
             n = rng.poisson(rate * share * tick)

@@ -21,7 +21,8 @@ from services.common.errors import ConfigurationError
 from services.common.names import NAME_PATTERN, REGISTERED_RULE
 from services.gateway.admin import admin_router
 from services.lifecycle import transitions
-from services.lifecycle.state import DeploymentStore, VersionState
+from services.lifecycle.deployments import VersionState
+from services.lifecycle.store import DeploymentStore
 from tests.support.state import stored, write_document
 
 AUTH = {"Authorization": "Bearer secret"}
@@ -222,8 +223,9 @@ def test_an_unreachable_store_is_a_503_without_its_address(store, client, tmp_pa
     shutil.move(tmp_path / "lifecycle", tmp_path / "away")
     for method, path in [("GET", "/models/emb"), ("GET", "/admin/endpoints"), ("PUT", "/admin/endpoints/emb/canary")]:
         answer = client.request(method, path, json={"newest": 1, "weights": [1]}, headers=AUTH)
-        assert answer.status_code == 503 and answer.headers["retry-after"] == "1", answer.text
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "5", answer.text
         assert str(tmp_path) not in answer.text and "unable to open" not in answer.text
+        assert "nothing was changed" in answer.json()["error"]["message"], "says what happened and what to do"
     assert "unreachable: unable to open database file" in caplog.text
 
 

@@ -4,18 +4,18 @@ import asyncio
 
 import pytest
 
-from services.common.backend import EndpointKind
+from services.api.endpoint import Endpoints, PipelineEndpoint
 from services.common.errors import InvalidInput, NotFound
-from services.gateway.configured import ConfiguredEndpoints, validate_file
+from services.gateway.configured import build_configured, validate_file
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.triton.grpc_client import TritonClient
 from tests.support.user_code import THREADS
 
 
-def build(tmp_path, config: EndpointConfig) -> ConfiguredEndpoints:
+def build(tmp_path, config: EndpointConfig) -> Endpoints:
     triton = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)
     file = EndpointsFile(endpoints={"e": config})
-    return ConfiguredEndpoints.build(file, triton, "http://127.0.0.1:1/serve", tmp_path, THREADS, 60)
+    return build_configured(file, triton, "http://127.0.0.1:1/serve", tmp_path, THREADS, 60)
 
 
 def test_a_custom_endpoint_needs_a_process_method_at_load_time(tmp_path):
@@ -23,7 +23,7 @@ def test_a_custom_endpoint_needs_a_process_method_at_load_time(tmp_path):
         "class Preprocess:\n    def preprocess(self, body, state, collect=None):\n        return body\n"
     )
     endpoints = build(tmp_path, EndpointConfig(engine="custom", preprocess="pre.py"))
-    assert endpoints.get("e") is None and "has no process" in endpoints.errors["e"]
+    assert "e" not in endpoints.by_name and "has no process" in endpoints.errors["e"]
 
 
 def test_relative_preprocess_paths_resolve_next_to_the_endpoint_file(tmp_path):
@@ -31,7 +31,7 @@ def test_relative_preprocess_paths_resolve_next_to_the_endpoint_file(tmp_path):
         "class Preprocess:\n    def process(self, data, state, collect=None):\n        return data\n"
     )
     endpoints = build(tmp_path, EndpointConfig(engine="custom", preprocess="pre.py"))
-    assert endpoints.get("e").preprocess_code.has("process")
+    assert endpoints.by_name["e"].preprocess_code.has("process")
     assert "does not exist" in build(tmp_path, EndpointConfig(engine="custom", preprocess="missing.py")).errors["e"]
 
 
@@ -48,7 +48,7 @@ def test_one_bad_endpoint_never_takes_the_others_down(tmp_path):
         }
     )
     triton = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)
-    endpoints = ConfiguredEndpoints.build(file, triton, "http://127.0.0.1:1/serve", tmp_path, THREADS, 60)
+    endpoints = build_configured(file, triton, "http://127.0.0.1:1/serve", tmp_path, THREADS, 60)
     assert endpoints.names() == ["ok"]
     assert "field 'outputs' is empty" in endpoints.errors["ort"]
     assert "load() failed: gone" in endpoints.errors["broken"]
@@ -68,8 +68,8 @@ def test_a_configured_endpoint_is_a_pipeline_whose_steps_call_the_users_code(tmp
         "            raise KeyError('empty')\n"
         "        return {'y': data, 'n': state['n']}\n"
     )
-    endpoint = build(tmp_path, EndpointConfig(engine="custom", preprocess="pre.py", version="2")).get("e")
-    assert (endpoint.kind, endpoint.version, endpoint.stage) == (EndpointKind.PIPELINE, "2", "inference")
+    endpoint = build(tmp_path, EndpointConfig(engine="custom", preprocess="pre.py", version="2")).by_name["e"]
+    assert isinstance(endpoint, PipelineEndpoint) and (endpoint.version, endpoint.stage) == ("2", "inference")
     endpoint.accept(None)
     endpoint.accept("2")
     with pytest.raises(NotFound, match="available: '2'"):

@@ -203,3 +203,65 @@ def test_the_declared_variables_list_as_a_table_and_as_json(tmp_path):
         "buckets": [],
         "values": ["positive", "negative"],
     }
+
+
+def test_two_run_directories_share_no_declarations(tmp_path, monkeypatch):
+    """The default endpoint file is the run directory's: what one run declares, another run never sees, and nothing
+    lands in the shell's directory."""
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    first = {"SERVING_RUN_DIR": str(tmp_path / "run-a")}
+    second = {"SERVING_RUN_DIR": str(tmp_path / "run-b")}
+    declared = runner.invoke(app, ["metrics", "add", "minilm", "--variable-scalar", "tokens=4,8"], env=first)
+    assert declared.exit_code == 0, declared.output
+    tensors = ["--input", "input_ids:int64:-1,-1", "--output", "logits:FP32:-1,2"]
+    added = runner.invoke(app, ["endpoints", "add", "emb", "--model", "encoder", *tensors], env=first)
+    assert added.exit_code == 0, added.output
+    assert "tokens" in EndpointsFile.read(tmp_path / "run-a" / "endpoints.json").metrics["minilm"].variables
+    listed = runner.invoke(app, ["metrics", "list", "--json"], env=second)
+    assert listed.exit_code == 0 and json.loads(listed.output) == {}, listed.output
+    listed = runner.invoke(app, ["endpoints", "list", "--json"], env=second)
+    assert listed.exit_code == 0 and json.loads(listed.output) == {}, listed.output
+    assert json.loads(runner.invoke(app, ["metrics", "list", "--json"], env=first).output)["minilm"]["variables"]
+    assert not (tmp_path / "endpoints.json").exists(), "nothing in the shell's directory"
+
+
+def test_an_explicit_file_and_model_file_mean_what_the_shell_means(tmp_path, monkeypatch):
+    """`--file` is taken from the shell's directory; a relative `--model-file` found there (not beside the endpoint
+    file) is kept as that file, one beside the endpoint file as written (the gateway takes it from there)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "m.bin").write_bytes(b"x")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "beside.bin").write_bytes(b"x")
+    (tmp_path / "pre.py").write_text(
+        "from pathlib import Path\n\n\nclass Preprocess:\n"
+        "    def load(self, path):\n        assert Path(path).is_file(), path\n\n"
+        "    def process(self, data, state, collect_custom_statistics_fn=None):\n        return data\n"
+    )
+    runner = CliRunner()
+    for name, model_file in (("cwd", "models/m.bin"), ("beside", "beside.bin")):
+        argv = ["endpoints", "add", name, "--engine", "custom", "--preprocess", "pre.py", "--model-file", model_file]
+        argv += ["--file", "conf/e.json"]
+        added = runner.invoke(app, argv, env={"SERVING_RUN_DIR": str(tmp_path / "run")})
+        assert added.exit_code == 0, added.output
+    endpoints = EndpointsFile.read(tmp_path / "conf" / "e.json").endpoints
+    assert endpoints["cwd"].model_file == str(tmp_path / "models" / "m.bin")
+    assert endpoints["beside"].model_file == "beside.bin"
+    assert not (tmp_path / "run").exists(), "an explicit --file is the only file written"
+
+
+def test_an_endpoint_file_left_in_the_shells_directory_is_named_once_not_read(tmp_path, monkeypatch):
+    """Earlier versions kept ./endpoints.json: its endpoints are not lost without a word."""
+    monkeypatch.chdir(tmp_path)
+    EndpointsFile(endpoints={"old": EndpointConfig(engine="custom", preprocess="p.py")}).write(
+        tmp_path / "endpoints.json"
+    )
+    env = {"SERVING_RUN_DIR": str(tmp_path / "run")}
+    listed = CliRunner().invoke(app, ["endpoints", "list", "--json"], env=env)
+    assert listed.exit_code == 0 and "note: ./endpoints.json is not read" in listed.output, listed.output
+    assert f"mv endpoints.json {tmp_path / 'run' / 'endpoints.json'}" in listed.output
+    (tmp_path / "run").mkdir()
+    (tmp_path / "endpoints.json").rename(tmp_path / "run" / "endpoints.json")
+    listed = CliRunner().invoke(app, ["endpoints", "list", "--json"], env=env)
+    assert "note" not in listed.output and "old" in json.loads(listed.output), listed.output

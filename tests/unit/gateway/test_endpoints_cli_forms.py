@@ -189,9 +189,9 @@ def test_a_bad_dtype_in_the_endpoint_file_is_that_entrys_error_with_the_allowed_
     assert read.invalid["bad"].startswith("field 'outputs.0.dtype': dtype 'INT65' is not a tensor type: " + ALLOWED)
 
 
-def test_engine_help_lists_every_engine(tmp_path):
+def test_engine_help_lists_every_engine_with_its_summary(tmp_path):
     option = next(p for p in command("endpoints", "add").params if p.name == "engine")
-    assert ", ".join(engines.NAMES) in option.help
+    assert all(f"{name}: {engine.summary}" in option.help for name, engine in engines.ENGINES.items())
     for name in engines.NAMES:  # each one taken (then refused for what its entry lacks, not for its name)
         taken = add(tmp_path / "e.json", "x", "--engine", name)
         assert taken.exit_code == 2 and "is not one of" not in taken.output and "error:" in taken.output

@@ -16,7 +16,7 @@ from services.gateway.endpoints import EndpointConfig, TensorSpec
 from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess
 from tests.support.user_code import THREADS
 from tests.unit.gateway.test_configured import build
-from tests.unit.gateway.test_engines import FakeOnnx, FakeTriton
+from tests.unit.gateway.test_engines import with_fakes
 
 PASS_THROUGH = """
 class Preprocess:
@@ -39,7 +39,7 @@ def tensor_endpoint(tmp_path, inputs: int) -> ConfiguredEndpoint:
     code = UserPreprocess(
         path, ClearMLModelEndpoint.from_config("e", config), model_file=None, serving_url="http://x", threads=THREADS
     )
-    return ConfiguredEndpoint("e", config, FakeTriton([]), code, FakeOnnx([]), THREADS, None)
+    return with_fakes(config, code, [])
 
 
 @pytest.mark.parametrize(
@@ -81,7 +81,7 @@ def test_send_request_in_async_code_can_be_wrapped_in_create_task_as_with_clearm
     code = UserPreprocess(
         path, ClearMLModelEndpoint.from_config("e", config), model_file=None, serving_url="http://x", threads=THREADS
     )
-    endpoint = ConfiguredEndpoint("e", config, FakeTriton([]), code, None, THREADS, None)
+    endpoint = with_fakes(config, code, [])
     assert asyncio.run(endpoint.process({}, {}, lambda _: None)) == {"started": True}
 
 
@@ -98,7 +98,7 @@ def test_a_sklearn_model_file_without_predict_is_refused_when_added(tmp_path):
 def test_a_model_engine_refuses_a_path_or_text_from_preprocess(tmp_path, data):
     joblib.dump(Rows(), tmp_path / "rows.pkl")
     built = build(tmp_path, EndpointConfig(engine="sklearn", model_file=str(tmp_path / "rows.pkl")))
-    endpoint = built.endpoints["e"]
+    endpoint = built.by_name["e"]
     with pytest.raises(InvalidInput, match="preprocess of endpoint 'e' returned a") as raised:
         asyncio.run(endpoint.process(data, {}, lambda _: None))
     assert raised.value.param == "preprocess"

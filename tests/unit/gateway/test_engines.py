@@ -3,6 +3,7 @@ order, with which arguments and on which side of the event loop, and what an exc
 engine's own step runs against stand-ins for Triton and ONNX Runtime here (the real ones: tests/integration)."""
 
 import asyncio
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ from services.common.errors import InvalidInput
 from services.gateway import engines
 from services.gateway.configured import ConfiguredEndpoint
 from services.gateway.endpoints import EndpointConfig, TensorSpec
+from services.gateway.engine_names import NAMES
+from services.gateway.engines.onnxruntime import OnnxRuntimeEngine
 from services.gateway.preprocess import ClearMLModelEndpoint, UserPreprocess
 from tests.support.user_code import THREADS
 from tests.unit.gateway.test_configured import build
@@ -110,8 +113,20 @@ def endpoint(tmp_path, engine: str, kind: str = "def") -> tuple[ConfiguredEndpoi
         threads=THREADS,
     )
     calls = code.instance.calls
-    model = code.model if engine in MODEL_ENGINES else None  # as build_endpoint gives a model engine its model
-    return ConfiguredEndpoint("e", config, FakeTriton(calls), code, FakeOnnx(calls), THREADS, model), calls
+    return with_fakes(config, code, calls), calls
+
+
+def with_fakes(config: EndpointConfig, code: UserPreprocess, calls: list) -> ConfiguredEndpoint:
+    """Endpoint 'e' as `build_endpoint` loads it, its step on the stand-ins (a model engine's: load()'s model)."""
+    engine = engines.get(config.engine)
+    loading = engines.Loading("e", config, code, "model.bin", Path("."), True, FakeTriton(calls), THREADS)
+    if isinstance(engine, OnnxRuntimeEngine):
+        step = engine.step(loading, FakeOnnx(calls))
+    elif isinstance(engine, engines.ModelEngine):
+        step = engine.step(loading, code.model)
+    else:
+        step = engine.load(loading)
+    return ConfiguredEndpoint("e", config, code, step)
 
 
 async def serve(endpoint: ConfiguredEndpoint, body, collect, state: dict | None = None):
@@ -146,6 +161,11 @@ def expected_calls(engine: str, kind: str) -> list:
 
 def test_every_engine_of_the_table_has_its_calls_written_out_here():
     assert set(engines.NAMES) == set(ALL_ENGINES)
+
+
+def test_every_named_engine_is_registered_in_the_order_of_the_names():
+    assert tuple(engines.ENGINES) == NAMES
+    assert all(name == engine.name and engine.summary for name, engine in engines.ENGINES.items())
 
 
 @pytest.mark.parametrize("kind", ["def", "async def"])
@@ -206,7 +226,7 @@ def test_bytes_that_preprocess_cannot_read_say_how_to_send_json(tmp_path):
 def test_the_custom_engines_refuse_a_preprocess_without_process_when_added(tmp_path, engine):
     (tmp_path / "pre.py").write_text("class Preprocess:\n    def preprocess(self, body, state, fn):\n        pass\n")
     built = build(tmp_path, EndpointConfig(engine=engine, preprocess="pre.py"))
-    assert built.get("e") is None
+    assert built.by_name.get("e") is None
     assert f"endpoint 'e' is {engine} but its Preprocess has no process()" in built.errors["e"]
     built = build(tmp_path, EndpointConfig(engine=engine))
     assert f"engine '{engine}' needs field 'preprocess'" in built.errors["e"]

@@ -74,8 +74,12 @@ class Preprocess:
 
 
 @pytest.mark.parametrize(("engine", "name"), list(MODELS), ids=[f"{e}-{n}" for e, n in MODELS])
-def test_a_model_engine_loads_its_model_file_with_the_librarys_own_loader(tmp_path, engine, name):
+def test_a_model_engine_loads_its_model_file_with_the_librarys_own_loader(tmp_path, monkeypatch, engine, name):
     data = MODELS[engine, name](tmp_path / name)
+    stepped, step = [], engines.ModelEngine.step  # the model its step closes over
+    monkeypatch.setattr(
+        engines.ModelEngine, "step", lambda self, at, model: stepped.append(model) or step(self, at, model)
+    )
     preprocess = None
     if engine == "xgboost":  # its Booster predicts on a DMatrix only: preprocess makes one, load() returns None
         (tmp_path / "to_dmatrix.py").write_text(TO_XGBOOST)
@@ -83,14 +87,14 @@ def test_a_model_engine_loads_its_model_file_with_the_librarys_own_loader(tmp_pa
     config = EndpointConfig(engine=engine, model_file=name, preprocess=preprocess)  # relative: beside the file
     built = build(tmp_path, config)
     assert built.errors == {}
-    served = built.get("e")
+    served = built.by_name.get("e")
     got = asyncio.run(served.process(asyncio.run(served.preprocess(data, {}, collect)), {}, collect))
     library_model = engines.load_model(engine, str(tmp_path / name))
     if engine == "xgboost":
         import xgboost
 
         data = xgboost.DMatrix(data)
-    assert type(served.model) is type(library_model) and np.allclose(got, library_model.predict(data))
+    assert type(stepped[0]) is type(library_model) and np.allclose(got, library_model.predict(data))
     if engine == "sklearn":
         assert np.allclose(got, [21.0])
 
@@ -101,7 +105,7 @@ def test_a_model_engine_uses_what_load_returned_and_needs_no_model_file_then(tmp
         "import joblib\n\n\nclass Preprocess:\n    def load(self, local_file_name):\n"
         f"        return joblib.load({str(tmp_path / 'elsewhere.joblib')!r})\n"
     )
-    served = build(tmp_path, EndpointConfig(engine="sklearn", preprocess="pre.py")).get("e")
+    served = build(tmp_path, EndpointConfig(engine="sklearn", preprocess="pre.py")).by_name.get("e")
     assert np.allclose(asyncio.run(served.process([[10.0]], {}, collect)), [21.0])
 
 

@@ -81,7 +81,7 @@ def test_a_skops_file_with_an_untrusted_type_is_refused_and_the_named_fix_serves
     assert "skops.io.load(local_file_name, trusted=[...])" in error and "\n" not in error, error
     (tmp_path / "trusting.py").write_text(TRUSTING_LOAD)
     config = EndpointConfig(engine="sklearn", model_file="forest.skops", preprocess="trusting.py")
-    served = build(tmp_path, config).get("e")
+    served = build(tmp_path, config).by_name.get("e")
     assert asyncio.run(served.process([[0.0], [3.0]], {}, lambda _: None)).tolist() == [0, 1]
 
 
@@ -91,7 +91,7 @@ def test_a_skops_file_is_read_by_its_name_or_its_zip_header(tmp_path, name):
 
     sio = skops_io()
     sio.dump(LinearRegression().fit(ROWS, [1.0, 3.0, 5.0, 7.0]), tmp_path / name)
-    served = build(tmp_path, EndpointConfig(engine="sklearn", model_file=name)).get("e")
+    served = build(tmp_path, EndpointConfig(engine="sklearn", model_file=name)).by_name.get("e")
     assert np.allclose(asyncio.run(served.process([[10.0]], {}, lambda _: None)), [21.0])
 
 

@@ -44,7 +44,8 @@ def test_the_cli_never_loads_a_pickle_and_says_the_gateway_will_run_it(tmp_path,
     warnings = [line for line in added.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1, added.stderr
     assert "runs code" in warnings[0] and name in warnings[0] and "skops" in warnings[0], warnings
-    assert EndpointsFile.read(tmp_path / "endpoints.json").endpoints["evil"].model_file == name
+    stored = EndpointsFile.read(tmp_path / "run" / "endpoints.json").endpoints["evil"].model_file
+    assert stored == str(tmp_path / name), "found from the shell's directory, kept as that file"
 
 
 def test_a_skops_file_with_a_type_skops_does_not_trust_is_refused_when_added(tmp_path):
@@ -58,4 +59,4 @@ def test_a_skops_file_with_a_type_skops_does_not_trust_is_refused_when_added(tmp
     evil = serving("endpoints", "add", "evil", "--engine", "sklearn", "--model-file", "evil.skops", cwd=tmp_path)
     assert evil.returncode == 2 and "warning" not in evil.stderr, evil.stderr
     assert "types skops does not trust (posix.system)" in evil.stderr and "not changed" in evil.stderr, evil.stderr
-    assert not (tmp_path / "endpoints.json").exists()
+    assert not (tmp_path / "run" / "endpoints.json").exists()

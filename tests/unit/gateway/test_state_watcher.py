@@ -17,12 +17,13 @@ import pytest
 from prometheus_client import REGISTRY
 
 from services.gateway.state_source import StoreWatcher
-from services.lifecycle.state import Deployments, DeploymentStore, EndpointState
+from services.lifecycle.deployments import Deployments, EndpointState
+from services.lifecycle.store import DeploymentStore
 from tests.support.state import escaping, write_document
 
 
 class Names:
-    """An EndpointSet of the state's endpoint names (enough to tell which state a watcher serves)."""
+    """A snapshot (`Endpoints`) of the state's endpoint names (enough to tell which state a watcher serves)."""
 
     def __init__(self, state: Deployments):
         self.known = sorted(state.endpoints)
@@ -95,7 +96,7 @@ def test_an_unreachable_store_leaves_the_last_state_serving_and_shows_the_outage
     watcher, _ = watch(store)
     shutil.move(tmp_path / "lifecycle", tmp_path / "away")
     assert asyncio.run(watcher.check()) is False
-    assert watcher.resolve("a") == "a", "the last state keeps serving"
+    assert watcher.names() == ["a"], "the last state keeps serving"
     assert watcher.health() == {"state_store": "unreachable: unable to open database file"} and up() == 0.0
     shutil.move(tmp_path / "away", tmp_path / "lifecycle")
     add(store, "b")
@@ -158,7 +159,7 @@ def test_a_worker_restarted_against_an_emptied_store_serves_the_last_good_state_
 
 
 def test_a_restored_backup_of_an_older_revision_is_followed_again(store, tmp_path):
-    from services.lifecycle.state_backup import backup, restore
+    from services.lifecycle.store.backup import backup, restore
 
     backup(store, tmp_path / "at1.db")
     watcher, _ = watch(store)

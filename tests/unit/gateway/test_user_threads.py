@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from services.api.endpoint import Endpoints
 from services.common.errors import InvalidInput, Unavailable
-from services.gateway.configured import ConfiguredEndpoints
+from services.gateway.configured import build_configured
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.gateway.user_threads import TookTooLong, UserThreads, call_within
 from services.triton.grpc_client import TritonClient
@@ -139,7 +140,7 @@ def go(tmp_path) -> Iterator[Path]:
     path.touch()
 
 
-def build(tmp_path, go: Path, names: tuple[str, ...], load_timeout: float) -> ConfiguredEndpoints:
+def build(tmp_path, go: Path, names: tuple[str, ...], load_timeout: float) -> Endpoints:
     """The endpoints `names` of: odd (fails in odd ways, its unload() hangs), hangs (its load() hangs)."""
     code = {
         "odd": ODD_FAILURES.format(go=str(go), unloading=str(tmp_path / "unloading")),
@@ -150,7 +151,7 @@ def build(tmp_path, go: Path, names: tuple[str, ...], load_timeout: float) -> Co
     file = EndpointsFile(endpoints={n: EndpointConfig(engine="custom", preprocess=f"{n}.py") for n in names})
     triton = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)
     threads = UserThreads(4, stuck_after=60)
-    return ConfiguredEndpoints.build(file, triton, "http://127.0.0.1:1/serve", tmp_path, threads, load_timeout)
+    return build_configured(file, triton, "http://127.0.0.1:1/serve", tmp_path, threads, load_timeout)
 
 
 def test_an_endpoint_whose_load_hangs_is_left_out_in_time_and_the_others_served(tmp_path, go, monkeypatch):
@@ -176,7 +177,7 @@ def test_an_endpoint_whose_load_hangs_is_left_out_in_time_and_the_others_served(
     ],
 )
 def test_odd_failures_of_user_code_are_a_422_naming_the_stage(tmp_path, go, fail, expected):
-    endpoint = build(tmp_path, go, ("odd",), load_timeout=3600).get("odd")  # the limit waits for nothing here
+    endpoint = build(tmp_path, go, ("odd",), load_timeout=3600).by_name["odd"]  # the limit waits for nothing here
 
     with pytest.raises(InvalidInput) as failed:
         asyncio.run(endpoint.preprocess({"fail": fail}, {}, lambda values: None))
@@ -199,9 +200,9 @@ def test_a_model_whose_predict_exits_is_a_422_of_process(tmp_path):
     (tmp_path / "exits.py").write_text(EXITING_MODEL)
     file = EndpointsFile(endpoints={"m": EndpointConfig(engine="sklearn", preprocess="exits.py")})
     triton = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)
-    endpoints = ConfiguredEndpoints.build(
+    endpoints = build_configured(
         file, triton, "http://127.0.0.1:1/serve", tmp_path, UserThreads(2, stuck_after=60), 3600
     )
     with pytest.raises(InvalidInput) as failed:
-        asyncio.run(endpoints.get("m").process([[1.0]], {}, lambda values: None))
+        asyncio.run(endpoints.by_name["m"].process([[1.0]], {}, lambda values: None))
     assert failed.value.param == "process" and failed.value.message.endswith("output: SystemExit: 3")

@@ -14,7 +14,7 @@ from services.common.confined import OutsideBase
 from services.common.contract import MANIFEST_FILE, TOKENIZER_FILE, checked_hashes, sha256_file
 from services.common.errors import ConfigurationError
 from services.gateway.version_files import version_files
-from services.lifecycle.state import VersionState
+from services.lifecycle.deployments import VersionState
 from tests.support.models import unit_model_dir
 
 

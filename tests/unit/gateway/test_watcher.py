@@ -1,6 +1,6 @@
-"""The file watcher and the chained resolver: changes are picked up (also those made while a reload was reading the
-files), a bad file never replaces the last good set, a replaced set is unloaded after its grace period, errors are
-shown without absolute paths, and resolvers are asked in order."""
+"""The file watcher: changes are picked up (also those made while a reload was reading the files), a bad file never
+replaces the last good snapshot, a replaced snapshot is unloaded after its grace period, errors are shown without
+absolute paths."""
 
 import asyncio
 import json
@@ -11,43 +11,33 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway.configured import ConfiguredEndpoints
+from services.api.endpoint import Endpoints, PipelineEndpoint
+from services.gateway.configured import build_configured
 from services.gateway.endpoints import EndpointConfig, EndpointsFile
 from services.gateway.file_source import FileWatcher
-from services.gateway.resolvers import ChainedResolver
-from services.gateway.watcher import EndpointSet, redact_paths
+from services.gateway.watcher import redact_paths
 from services.triton.grpc_client import TritonClient
 from tests.support.user_code import THREADS
 
 
-class Names:
-    """An EndpointSet whose endpoints are their own names (enough to tell which set answered)."""
+class Named(PipelineEndpoint):
+    """An endpoint that notes its unload()."""
 
-    def __init__(self, file: EndpointsFile, prefix: str = ""):
-        self.known = sorted(file.endpoints)
-        self.prefix = prefix
-        self.errors: dict[str, str] = {}
-        self.metrics = file.metrics
+    def __init__(self, name: str):
+        self.name = name
         self.unloaded = False
-
-    @classmethod
-    def load(cls, path) -> EndpointSet:
-        return cls(EndpointsFile.read(path))
-
-    def get(self, name):
-        return self.prefix + name if name in self.known else None
-
-    def names(self):
-        return self.known
-
-    def source_stamps(self) -> tuple:
-        return ()
-
-    def read_stamps(self) -> tuple:
-        return ()
 
     def unload(self) -> None:
         self.unloaded = True
+
+
+def names(file: EndpointsFile) -> Endpoints:
+    """An endpoint of each entry's name (enough to tell which snapshot answered)."""
+    return Endpoints({name: Named(name) for name in file.endpoints}, declared=file.metrics)
+
+
+def unloaded(endpoints: Endpoints) -> bool:
+    return all(endpoint.unloaded for endpoint in endpoints.by_name.values())
 
 
 def write(path, endpoints: dict, bump: int = 0):
@@ -67,19 +57,19 @@ async def until(condition, seconds: float = 60) -> None:
 def test_watcher_swaps_in_a_changed_file_and_keeps_the_last_good_one(tmp_path):
     path = tmp_path / "endpoints.json"
     write(path, {"a": {"engine": "custom"}})
-    watcher = FileWatcher(path, Names.load, interval=60)
-    assert watcher.resolve("a") == "a" and watcher.resolve("b") is None
-    first = watcher.current
+    watcher = FileWatcher(path, names, interval=60)
+    assert watcher.names() == ["a"]
+    first = watcher.current()
 
     async def scenario():
         assert not await watcher.check(), "nothing changed"
         write(path, {"a": {"engine": "custom"}, "b": {"engine": "custom"}}, bump=1)
         assert await watcher.check()
-        assert watcher.resolve("b") == "b"
-        await until(lambda: first.unloaded)  # the replaced set is unloaded once its grace period is over
+        assert watcher.names() == ["a", "b"]
+        await until(lambda: unloaded(first))  # the replaced snapshot is unloaded once its grace period is over
         path.write_text("{ not json")
         assert not await watcher.check()
-        assert watcher.resolve("b") == "b", "still serving the previous configuration"
+        assert watcher.names() == ["a", "b"], "still serving the previous configuration"
         assert "not valid JSON" in watcher.errors()["endpoints.json"]
 
     asyncio.run(scenario())
@@ -88,21 +78,21 @@ def test_watcher_swaps_in_a_changed_file_and_keeps_the_last_good_one(tmp_path):
 def test_sets_still_waiting_out_the_retire_delay_are_unloaded_when_the_worker_stops(tmp_path):
     path = tmp_path / "endpoints.json"
     write(path, {"a": {"engine": "custom"}})
-    watcher = FileWatcher(path, Names.load, interval=60, retire_after=3600)
-    first = watcher.current
+    watcher = FileWatcher(path, names, interval=60, retire_after=3600)
+    first = watcher.current()
 
     async def scenario():
         await watcher.start()
         write(path, {"b": {"engine": "custom"}}, bump=1)
         assert await watcher.check()
-        second = watcher.current
+        second = watcher.current()
         write(path, {"c": {"engine": "custom"}}, bump=2)
         assert await watcher.check()
         await asyncio.sleep(0.05)
-        assert not first.unloaded and not second.unloaded, "replaced sets wait out the retire delay"
+        assert not unloaded(first) and not unloaded(second), "replaced snapshots wait out the retire delay"
         await watcher.stop()
-        assert first.unloaded and second.unloaded, "the worker stops: nothing waits for them any more"
-        assert watcher.current.unloaded and not watcher._retiring
+        assert unloaded(first) and unloaded(second), "the worker stops: nothing waits for them any more"
+        assert unloaded(watcher.current()) and not watcher._retiring
 
     asyncio.run(scenario())
 
@@ -110,20 +100,9 @@ def test_sets_still_waiting_out_the_retire_delay_are_unloaded_when_the_worker_st
 def test_a_file_that_never_loaded_serves_nothing_and_says_why(tmp_path):
     path = tmp_path / "endpoints.json"
     path.write_text("[1]")
-    watcher = FileWatcher(path, Names.load, interval=60)
-    assert watcher.names() == [] and watcher.resolve("a") is None and watcher.declared("a") is None
+    watcher = FileWatcher(path, names, interval=60)
+    assert watcher.current() == Endpoints()
     assert "must be an object" in watcher.errors()["endpoints.json"]
-
-
-def test_chained_resolvers_are_asked_in_order_and_list_every_name(tmp_path):
-    first, second = tmp_path / "a.json", tmp_path / "b.json"
-    write(first, {"x": {"engine": "custom"}})
-    write(second, {"x": {"engine": "custom"}, "y": {"engine": "custom"}})
-    a, b = FileWatcher(first, Names.load, 60), FileWatcher(second, Names.load, 60)
-    a.current.prefix = "first:"
-    chain = ChainedResolver(a, b)
-    assert chain.resolve("x") == "first:x" and chain.resolve("y") == "y" and chain.resolve("z") is None
-    assert chain.names() == ["x", "x", "y"]
 
 
 def code(path, answer: str, bump: int = 0, gate: tuple[Path, Path] | None = None) -> None:
@@ -144,10 +123,10 @@ def code(path, answer: str, bump: int = 0, gate: tuple[Path, Path] | None = None
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + bump))
 
 
-def configured(path):
+def configured(base_dir: Path):
+    """What the gateway loads from an endpoint file in `base_dir`."""
     triton = TritonClient("127.0.0.1:1", timeout=1, retry_after=1)
-    serving_url = "http://127.0.0.1:1/serve"
-    return ConfiguredEndpoints.build(EndpointsFile.read(path), triton, serving_url, path.parent, THREADS, 60)
+    return lambda file: build_configured(file, triton, "http://127.0.0.1:1/serve", base_dir, THREADS, 60)
 
 
 def test_a_preprocess_file_edited_again_during_a_slow_reload_is_served_once_the_reload_ends(tmp_path):
@@ -157,10 +136,10 @@ def test_a_preprocess_file_edited_again_during_a_slow_reload_is_served_once_the_
     loading, go = tmp_path / "loading", tmp_path / "go"
     code(preprocess, "first")
     write(path, {"e": {"engine": "custom", "preprocess": "pre.py"}})
-    watcher = FileWatcher(path, configured, interval=60)
+    watcher = FileWatcher(path, configured(tmp_path), interval=60)
 
     async def answer() -> str:
-        return (await watcher.resolve("e").process({}, {}, lambda _: None))["answer"]
+        return (await watcher.current().by_name["e"].process({}, {}, lambda _: None))["answer"]
 
     async def scenario():
         assert await answer() == "first"
@@ -185,14 +164,14 @@ def test_the_endpoint_file_edited_during_a_slow_reload_is_applied(tmp_path):
     write(path, {"a": {"engine": "custom"}})
     edited = threading.Event()
 
-    def slow_load(p):
-        names = Names.load(p)  # reads the file first, as every loader does
+    def slow_load(file):
+        loaded = names(file)  # the file as read before the edit
         if not edited.is_set():
             edited.set()
-            write(p, {"a": {"engine": "custom"}, "b": {"engine": "custom"}}, bump=5)
-        return names
+            write(path, {"a": {"engine": "custom"}, "b": {"engine": "custom"}}, bump=5)
+        return loaded
 
-    watcher = FileWatcher(path, Names.load, interval=60)
+    watcher = FileWatcher(path, names, interval=60)
     watcher.source.load = slow_load
     write(path, {"a": {"engine": "custom"}, "c": {"engine": "custom"}}, bump=1)
     assert asyncio.run(watcher.check())
@@ -203,7 +182,7 @@ def test_health_errors_name_files_relative_to_the_endpoint_file_and_no_absolute_
     path = tmp_path / "endpoints.json"
     (tmp_path / "pre.py").write_text("raise ImportError('broken at /opt/secret/site-packages/x.py')\n")
     write(path, {"e": {"engine": "custom", "preprocess": "pre.py"}, "f": {"engine": "custom", "preprocess": "no.py"}})
-    watcher = FileWatcher(path, configured, interval=60)
+    watcher = FileWatcher(path, configured(tmp_path), interval=60)
     errors = watcher.errors()
     print(f"\nconfig errors as /health/ready shows them: {errors}")
     assert set(errors) == {"e", "f"}

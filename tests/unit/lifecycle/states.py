@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.lifecycle.state import Deployments, EndpointState, Rollout, VersionState
+from services.lifecycle.deployments import Deployments, EndpointState, Rollout, VersionState
 
 POLICY = {"steps": [10, 50, 100], "dwell": 60.0, "max_error_rate": 0.01, "max_p99_ratio": 1.5, "min_requests": 20}
 

@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from services.lifecycle.routing import effective_weights, pick
-from services.lifecycle.state import EndpointState, Rollout, VersionState
+from services.lifecycle.deployments import EndpointState, Rollout, RolloutStatus, VersionState
+from services.lifecycle.routing import Precedence, effective_weights, governing, pick
 
 
 def endpoint(live=("1", "2", "3"), **policy) -> EndpointState:
@@ -30,8 +30,21 @@ def test_a_running_rollout_sets_the_split_of_its_step():
     assert effective_weights(endpoint(rollout=rollout)) == pytest.approx({"3": 0.1, "2": 0.9})
     rollout.step = 2
     assert effective_weights(endpoint(rollout=rollout)) == {"3": 1.0}
-    rollout.status = "rolled_back"
+    rollout.status = RolloutStatus.ROLLED_BACK
     assert effective_weights(endpoint(rollout=rollout, weights={"2": 1})) == {"2": 1.0}
+
+
+def test_the_first_rule_that_applies_governs_and_a_rollout_needs_both_versions_live():
+    running = Rollout(version="3", stable="2", steps=[10, 100])
+    not_live = Rollout(version="4", stable="3", steps=[10, 100])
+    cases = [
+        (endpoint(rollout=running, weights={"1": 1}, newest_weights=[1]), Precedence.ROLLOUT),
+        (endpoint(rollout=not_live, weights={"1": 1}), Precedence.BY_VERSION),
+        (endpoint(rollout=not_live, newest_weights=[1, 1]), Precedence.NEWEST_SPLIT),
+        (endpoint(rollout=not_live), Precedence.NEWEST),
+    ]
+    for item, rule in cases:
+        assert governing(item, item.live()) == rule
 
 
 def test_picks_follow_the_weights_and_a_key_sticks_to_one_version():

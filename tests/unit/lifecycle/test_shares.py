@@ -3,7 +3,9 @@ rollout left, a canary split, the newest live version; and versions that get non
 
 from __future__ import annotations
 
-from services.lifecycle import transitions, transitions_rollout
+from services.lifecycle import transitions
+from services.lifecycle.deployments import Phase
+from services.lifecycle.rollouts import transitions as rollout_transitions
 from services.lifecycle.routing import effective_weights
 from services.lifecycle.shares import hand_back, share_reasons
 from tests.unit.lifecycle.states import deployments, rolling
@@ -35,9 +37,9 @@ def test_a_running_rollout_says_its_step():
 
 def test_a_finished_rollout_pins_its_version_and_a_newer_one_gets_none_until_handed_back():
     state = rolling()
-    transitions_rollout.roll_back(state, "emb", "error rate", {}, now=1.0)
+    rollout_transitions.roll_back(state, "emb", "error rate", {}, now=1.0)
     transitions.redeploy(state, "emb", "2")
-    state.endpoints["emb"].versions["2"].state = "live"  # deployed again
+    state.endpoints["emb"].versions["2"].state = Phase.LIVE  # deployed again
     reasons = share_reasons("emb", state.endpoints["emb"])
     assert effective_weights(state.endpoints["emb"]) == {"1": 1.0}
     assert reasons == {

@@ -11,8 +11,16 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import InvalidInput
-from services.lifecycle.deployments import LONGEST_WAIT, MOST_VERSIONS, Deployments, parse
-from services.lifecycle.state import DeploymentStore, EndpointState, StateInvalid, VersionState
+from services.lifecycle.deployments import (
+    LONGEST_WAIT,
+    MOST_VERSIONS,
+    Deployments,
+    EndpointState,
+    StateInvalid,
+    VersionState,
+    parse,
+)
+from services.lifecycle.store import DeploymentStore
 from tests.support.state import escaping, stored, write_document
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from services.common.errors import Conflict, InvalidInput, NotFound
-from services.lifecycle import transitions, transitions_rollout
-from services.lifecycle.state import Deployments, EndpointState, VersionState
+from services.lifecycle import transitions
+from services.lifecycle.deployments import Deployments, EndpointState, RolloutStatus, VersionState
+from services.lifecycle.rollouts import transitions as rollout_transitions
 from services.triton.repository import MODELS
 from tests.unit.lifecycle.states import POLICY, deployments, rolling
 
@@ -66,25 +67,25 @@ REFUSALS = [
         id="remove an unknown version",
     ),
     pytest.param(
-        lambda s: transitions_rollout.start_rollout_step(s, "emb", 1, {}, 0.0),
+        lambda s: rollout_transitions.start_rollout_step(s, "emb", 1, {}, 0.0),
         Conflict,
         "no running rollout",
         id="step without a rollout",
     ),
     pytest.param(
-        lambda s: transitions_rollout.promote(s, "emb", {}),
+        lambda s: rollout_transitions.promote(s, "emb", {}),
         Conflict,
         "no running rollout",
         id="promote without a rollout",
     ),
     pytest.param(
-        lambda s: transitions_rollout.roll_back(s, "emb", "r", {}, 0.0),
+        lambda s: rollout_transitions.roll_back(s, "emb", "r", {}, 0.0),
         Conflict,
         "no running rollout",
         id="roll back without a rollout",
     ),
     pytest.param(
-        lambda s: transitions_rollout.abandon_rollout(s, "emb"),
+        lambda s: rollout_transitions.abandon_rollout(s, "emb"),
         Conflict,
         "no running rollout",
         id="abandon without a rollout",
@@ -159,9 +160,9 @@ def test_a_rejected_or_removed_version_is_deployed_again_as_a_new_one():
 
 def test_a_finished_rollout_takes_no_more_steps():
     state = rolling()
-    state.endpoints["emb"].rollout.status = "promoted"
+    state.endpoints["emb"].rollout.status = RolloutStatus.PROMOTED
     with pytest.raises(Conflict, match="no running rollout"):
-        transitions_rollout.start_rollout_step(state, "emb", 1, {}, 0.0)
+        rollout_transitions.start_rollout_step(state, "emb", 1, {}, 0.0)
 
 
 # --- the admin API's transitions ------------------------------------------------------------------------------------
@@ -194,7 +195,7 @@ def test_a_canary_replaces_a_running_rollout_and_leaves_a_finished_one():
     rollout = state.endpoints["emb"].rollout
     assert (rollout.status, rollout.outcome) == ("rolled_back", "replaced by a canary split")
     state = rolling()
-    state.endpoints["emb"].rollout.status = "promoted"
+    state.endpoints["emb"].rollout.status = RolloutStatus.PROMOTED
     transitions.canary(state, "emb", [1.0], ["1"])
     assert state.endpoints["emb"].rollout.status == "promoted" and state.endpoints["emb"].rollout.outcome is None
 

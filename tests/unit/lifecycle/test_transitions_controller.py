@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services.common.contract import TensorSpec
-from services.lifecycle import transitions, transitions_rollout
-from services.lifecycle.state import VersionState
+from services.lifecycle import transitions
+from services.lifecycle.deployments import RolloutStatus, VersionState
+from services.lifecycle.rollouts import transitions as rollout_transitions
 from tests.unit.lifecycle.states import deployments, rolling
 
 
@@ -112,7 +113,7 @@ def test_a_running_rollout_keeps_both_its_versions_and_a_finished_one_does_not()
     state = rolling(max_versions=1)
     state.endpoints["emb"].versions["3"] = VersionState(version="3", state="live")
     assert transitions.to_retire(state.endpoints["emb"]) == []
-    state.endpoints["emb"].rollout.status = "rolled_back"
+    state.endpoints["emb"].rollout.status = RolloutStatus.ROLLED_BACK
     assert transitions.to_retire(state.endpoints["emb"]) == ["2", "1"]
 
 
@@ -155,14 +156,14 @@ def test_unloaded_versions_are_forgotten_when_drained_and_kept_when_rejected():
 # --- rollouts -------------------------------------------------------------------------------------------------------
 def test_a_rollout_step_starts_with_its_baseline():
     state = rolling()
-    transitions_rollout.start_rollout_step(state, "emb", 1, {"versions": {"2": {"requests": 3.0}}}, now=42.0)
+    rollout_transitions.start_rollout_step(state, "emb", 1, {"versions": {"2": {"requests": 3.0}}}, now=42.0)
     rollout = state.endpoints["emb"].rollout
     assert (rollout.step, rollout.step_started, rollout.baseline) == (1, 42.0, {"versions": {"2": {"requests": 3.0}}})
 
 
 def test_promotion_gives_the_new_version_all_traffic():
     state = rolling(step=2)
-    outcome = transitions_rollout.promote(state, "emb", {"new_requests": 30.0})
+    outcome = rollout_transitions.promote(state, "emb", {"new_requests": 30.0})
     endpoint = state.endpoints["emb"]
     assert outcome == "after 3 steps: 30 requests on the new version"
     assert (endpoint.rollout.status, endpoint.rollout.outcome, endpoint.rollout.baseline) == ("promoted", outcome, None)
@@ -171,7 +172,7 @@ def test_promotion_gives_the_new_version_all_traffic():
 
 def test_a_rollback_sends_traffic_to_the_stable_version_and_rejects_the_new_one():
     state = rolling(step=1)
-    outcome = transitions_rollout.roll_back(state, "emb", "error rate 0.300 > 0.01", {"new_error_rate": 0.3}, now=9.0)
+    outcome = rollout_transitions.roll_back(state, "emb", "error rate 0.300 > 0.01", {"new_error_rate": 0.3}, now=9.0)
     endpoint = state.endpoints["emb"]
     assert outcome == "rolled back at 50%: error rate 0.300 > 0.01 (0 requests on the new version; error rate 30.00%)"
     rollout = endpoint.rollout
@@ -184,13 +185,13 @@ def test_a_rollback_sends_traffic_to_the_stable_version_and_rejects_the_new_one(
 def test_a_rollback_of_a_version_already_gone_only_moves_traffic():
     state = rolling()
     del state.endpoints["emb"].versions["2"]
-    transitions_rollout.roll_back(state, "emb", "r", {}, now=1.0)
+    rollout_transitions.roll_back(state, "emb", "r", {}, now=1.0)
     assert state.endpoints["emb"].weights == {"1": 1.0} and "2" not in state.endpoints["emb"].versions
 
 
 def test_a_rollout_whose_version_was_rejected_at_deployment_ends_with_traffic_where_it_was():
     state = rolling(weights={"1": 1.0})
-    outcome = transitions_rollout.abandon_rollout(state, "emb")
+    outcome = rollout_transitions.abandon_rollout(state, "emb")
     endpoint = state.endpoints["emb"]
     assert outcome == "version 2 was rejected at deployment"
     assert (endpoint.rollout.status, endpoint.rollout.outcome) == ("rolled_back", outcome)

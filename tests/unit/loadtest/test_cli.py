@@ -32,6 +32,16 @@ def test_an_unknown_engine_is_refused_before_the_attack():
     assert result.exit_code == 2 and "--engine must be builtin, ab or vegeta" in result.output
 
 
+def test_a_grpc_attack_is_refused_where_it_cannot_go(tmp_path):
+    run = CliRunner(env={"COLUMNS": "200", "SERVING_RUN_DIR": str(tmp_path)}).invoke
+    http_url = run(app, ["attack", "--format", "grpc", "--url", "http://127.0.0.1:9"])
+    assert http_url.exit_code == 2 and "grpc://HOST:PORT" in http_url.output
+    traced = run(app, ["attack", "--format", "grpc", "--url", "grpc://127.0.0.1:9", "--trace-ratio", "0.1"])
+    assert traced.exit_code == 2 and "drop --trace-ratio" in traced.output
+    ab = run(app, ["attack", "--format", "grpc", "--url", "grpc://127.0.0.1:9", "--engine", "ab", "--requests", "1"])
+    assert ab.exit_code != 0 and "--engine ab speaks HTTP only" in str(ab.output) + str(ab.exception)
+
+
 @pytest.fixture
 def loadtest_logger():
     log = logging.getLogger("loadtest")

@@ -19,7 +19,7 @@ def test_targets_for_each_stack_format():
     assert kserve["inputs"][0] == {"name": "TEXT", "shape": [2, 1], "datatype": "BYTES", "data": ["a", "b"]}
     assert len(build_targets("http://h:1", "serve", ["a", "b", "c", "d"], per_request=2)) == 2
     with pytest.raises(ValueError, match="unknown format"):
-        build_target("http://h:1", "grpc", ["a"])
+        build_target("http://h:1", "thrift", ["a"])
 
 
 def test_vegeta_targets_round_trip(tmp_path):

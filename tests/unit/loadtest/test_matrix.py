@@ -164,3 +164,38 @@ def test_each_round_is_judged_against_the_references_around_it():
     single = saturation(batch_size=8.0)
     attach_model_cpu([single], references[:1], rounds=1)
     assert single.model_cpu_us_per_sequence == 100.0, "one round: the one reference"
+
+
+def test_a_variant_axis_names_its_rows_and_refuses_variants_the_optimizer_does_not_build():
+    config = MatrixConfig(configs=[{"stack": "clearml", "workers": [2], "variant": ["fp32", "int8"]}])
+    assert [(r.name, r.variant) for r in config.runs()] == [("clearml-w2-on", ""), ("clearml-w2-on-int8", "int8")]
+    assert Measurement("triton", 1, True, "bound", 0, 1, 1, 1, 1, 1, 1, 1, variant="int8").label.endswith(" int8")
+    with pytest.raises(ValueError, match="variant must be fp32 or one of int8, fp16, not 'int4'"):
+        MatrixConfig(configs=[{"stack": "triton", "variant": ["int4"]}]).runs()
+
+
+def test_a_variant_that_is_not_built_is_left_out_with_the_command_that_builds_it(tmp_path):
+    from loadtest.matrix.config import variant_dir
+    from loadtest.matrix.run import with_variants
+
+    model = tmp_path / "model"
+    assert variant_dir(model, "int8") == tmp_path / "model-int8" and variant_dir(model, "") == model
+    config = MatrixConfig(
+        configs=[
+            {"stack": "triton"},
+            {"stack": "triton", "variant": ["int8"]},
+            {"stack": "fastapi", "variant": ["", "int8"]},
+        ]
+    )
+    kept, quality, left_out = with_variants(config, model)
+    assert [r.name for r in kept.runs()] == ["triton-w1-on", "fastapi-w1-on"]
+    assert quality == {}
+    assert len(left_out) == 1 and "the int8 rows:" in left_out[0]
+    assert f"serving model optimize --model-dir {model} --variant int8 --out {tmp_path / 'model-int8'}" in left_out[0]
+
+
+def test_a_variant_s_rounds_get_no_model_cost_from_references_of_the_model_itself():
+    references = [{"rate": 100.0, "cpu_us_per_sequence": {"1": 4000.0, "8": 2000.0}}] * 2
+    rows = [saturation(batch_size=8.0), saturation(batch_size=8.0, variant="int8")]
+    attach_model_cpu(rows, references, 1)
+    assert rows[0].model_cpu_us_per_sequence == 2000.0 and rows[1].model_cpu_us_per_sequence is None

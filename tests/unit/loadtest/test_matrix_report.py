@@ -7,7 +7,7 @@ import json
 
 from loadtest.matrix.config import MatrixConfig
 from loadtest.matrix.measure import Measurement
-from loadtest.matrix.report import efficiency_cells, markdown, write_outputs
+from loadtest.matrix.report import efficiency_cells, headline, markdown, write_outputs
 from loadtest.matrix.run import replot
 from loadtest.matrix.summary import aggregate
 
@@ -135,6 +135,15 @@ def test_the_ranking_is_the_rate_at_the_bound_and_claims_an_order_only_where_thr
     assert "Python-backend model calling ONNX Runtime" in ranking and "within 250 ms" in ranking
     one = markdown("run-rank", [m for m in runs if m.round == 1], CEILING, INFO, MatrixConfig(configs=[]))
     assert "No order claimed: 1 round(s)" in one and " > " not in one
+    printed = headline(report)
+    assert printed.startswith("## Ranking: requests/s") and "| triton w1 batching on |" in printed
+    assert "## Closed" not in printed and "![ranking]" not in printed, "the ranking section alone, up to its chart"
+
+
+def test_a_run_without_a_bound_prints_its_closed_loop_table():
+    printed = headline(markdown("run-1", run_measurements(), CEILING, INFO, MatrixConfig(configs=[], rounds=2)))
+    assert printed.startswith("## Closed loop") and "| triton w1 batching on |" in printed
+    assert "Server CPU: every process" not in printed and "![" not in printed
 
 
 def test_a_round_that_met_the_bound_at_no_rate_counts_zero_but_lends_no_latency():
@@ -147,3 +156,46 @@ def test_a_round_that_met_the_bound_at_no_rate_counts_zero_but_lends_no_latency(
     assert (summary.throughput, summary.low, summary.high) == (90.0, 0.0, 110.0)
     assert summary.p99_ms == 12.0 and summary.goodput == 100.0, "the rounds that met the bound"
     assert summary.cpu_us_per_request == 1000.0
+
+
+def test_a_variant_is_ranked_with_the_rest_but_never_made_the_yardstick_and_is_measured_against_the_model():
+    runs = []
+    for round_no, (triton, int8, clearml) in enumerate([(100, 210, 90), (110, 200, 100), (90, 190, 95)], 1):
+        runs += [
+            bound("minimal", 80.0, round_no),
+            bound("triton", triton, round_no),
+            bound("triton", int8, round_no, variant="int8"),
+            bound("clearml", clearml, round_no),
+        ]
+    quality = {
+        "int8": {
+            "texts": 1200,
+            "mean_cosine": 0.9946,
+            "topk_agreement": 0.88,
+            "gate": {"min_mean_cosine": 0.99, "min_topk_agreement": 0.9},
+        }
+    }
+    info = INFO | {"model": "all-MiniLM-L6-v2", "variants": quality, "left_out": []}
+    report = markdown("run-int8", runs, CEILING, info, MatrixConfig(configs=[]))
+    assert "Yardstick: **triton w1 batching on**" in report, "the int8 row is faster but serves another model"
+    assert "| triton w1 batching on int8 | 200.0 | 190-210 | 2.10× (1.82-2.11) |" in report
+    assert "| clearml w1 batching on ÷ triton w1 batching on (the faster ensemble)" in report
+    assert (
+        "| triton w1 batching on int8 (the fastest int8) ÷ triton w1 batching on (the fastest fp32) | ≥ 2.00× | "
+        "2.10× (1.82-2.11 over 3 rounds) | met |" in report
+    )
+    assert "| int8 mean cosine to the model (1200 held-out texts) | ≥ 0.99 | 0.9946 | met |" in report
+    assert "| int8 topk agreement to the model (1200 held-out texts) | ≥ 0.9 | 0.8800 | not met |" in report
+    assert "(the fastest) ÷ raw ONNX Runtime" in report and "int8 (the fastest) ÷ raw" not in report
+
+
+def test_a_variant_left_out_of_the_run_is_said_in_the_report():
+    info = INFO | {"model": "all-MiniLM-L6-v2", "left_out": ["the int8 rows: build/model-int8 is missing"]}
+    report = markdown("run", [bound("triton", 100.0)], CEILING, info, MatrixConfig(configs=[]))
+    assert "Left out: the int8 rows: build/model-int8 is missing" in report
+
+
+def test_a_variant_s_row_has_no_efficiency_against_the_model_s_references():
+    rows = [measurement("triton", 80.0, batch_size=8.0, cpu_us_per_request=4000.0, variant="int8")]
+    (summary,) = aggregate(rows)
+    assert efficiency_cells(summary, CEILING) == "8.0 | - | -"

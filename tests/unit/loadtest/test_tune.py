@@ -54,3 +54,5 @@ def test_make_bench_adds_the_winner_unless_its_matrix_already_runs_it():
         "tuning": {"coalesce_depth": 2},
     }
     assert bench_entry(TuneResult("clearml", 250, 4, []), matrix) is None
+    over_grpc = [{"stack": "clearml", "protocol": ["grpc"]}]
+    assert bench_entry(won({}), over_grpc) == {"stack": "clearml", "workers": [1], "tuning": {}}, "tuned over HTTP"

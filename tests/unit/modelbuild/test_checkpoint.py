@@ -85,6 +85,26 @@ def test_a_directory_without_config_is_not_a_checkpoint(tmp_path):
         inspect_checkpoint(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        ({"config.json": ["BertModel"]}, "config.json holds a JSON list, not the dict expected"),
+        ({"config.json": BERT, "modules.json": {"0": "Pooling"}}, "modules.json holds a JSON dict, not the list"),
+        ({"config.json": BERT, "sentence_bert_config.json": 256}, "sentence_bert_config.json holds a JSON int"),
+    ],
+)
+def test_a_config_of_the_wrong_shape_is_refused_naming_its_file(tmp_path, files, said):
+    write(tmp_path, files)
+    with pytest.raises(ConfigurationError, match=said):
+        inspect_checkpoint(tmp_path)
+
+
+def test_a_config_that_is_not_json_is_refused_naming_its_file(tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ConfigurationError, match="config.json is not JSON"):
+        inspect_checkpoint(tmp_path)
+
+
 def test_weight_files_are_every_file_but_hidden_ones(tmp_path):
     write(tmp_path, {"config.json": BERT, "1_Pooling/config.json": {}})
     (tmp_path / ".gitattributes").write_text("")

@@ -162,7 +162,8 @@ def test_scores_are_exported_once_for_the_fleet_and_dropped_with_a_version_gone_
 
 def test_the_controller_reads_a_deployed_versions_data_set_reference_once(tmp_path):
     from services.controller.fleet_monitor import DataSetReferences
-    from services.lifecycle.state import DeploymentStore, EndpointState, VersionState
+    from services.lifecycle.deployments import EndpointState, VersionState
+    from services.lifecycle.store import DeploymentStore
     from services.monitoring.drift import REFERENCE_FILE
 
     model_dir = tmp_path / "models" / "emb" / "1" / "model"  # the controller's copy, where it wrote the reference

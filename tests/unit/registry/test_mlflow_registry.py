@@ -81,6 +81,14 @@ def test_fetch_of_an_unknown_version_is_not_found(registry, published, tmp_path)
     assert not (tmp_path / "dest").exists()
 
 
+def test_a_version_registered_from_no_run_is_not_found_saying_so(registry, tmp_path):
+    registry.client.create_registered_model("no-run")
+    registry.client.create_model_version("no-run", source=str(tmp_path))  # a path, as MLflow allows: no run_id
+    for attempt in (lambda: registry.fetch("no-run", "1", tmp_path / "dest"), lambda: registry.lineage("no-run", "1")):
+        with pytest.raises(NotFound, match="version 1 of 'no-run' was registered from no run"):
+            attempt()
+
+
 @pytest.fixture
 def away(registry, tmp_path, monkeypatch):
     """The adapter pointed at a tracking server that is not there (nothing listens on its port)."""

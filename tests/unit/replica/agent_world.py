@@ -10,7 +10,8 @@ import numpy as np
 from services.common.contract import checked_hashes
 from services.common.errors import ConfigurationError, Unavailable
 from services.lifecycle import transitions
-from services.lifecycle.state import DeploymentStore, VersionState
+from services.lifecycle.deployments import Phase, VersionState
+from services.lifecycle.store import DeploymentStore
 from services.replica.agent import ReplicaAgent
 from services.triton.model_control import TritonModels
 from tests.support.models import UNIT_HIDDEN, unit_model_dir
@@ -96,7 +97,7 @@ class Replica:
 
     def set_state(self, version: str, state: str, drain_started: float | None = None) -> None:
         def change(s):
-            s.endpoints["emb"].versions[version].state = state
+            s.endpoints["emb"].versions[version].state = Phase(state)
             s.endpoints["emb"].versions[version].drain_started = drain_started
 
         self.store.update(change)

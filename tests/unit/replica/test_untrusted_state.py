@@ -11,7 +11,7 @@ import pytest
 
 from services.common.confined import OutsideBase
 from services.common.contract import checked_hashes
-from services.lifecycle.state import StateInvalid
+from services.lifecycle.deployments import StateInvalid
 from tests.support.state import escaping, victim_dir, write_document
 from tests.unit.replica.agent_world import Replica
 

@@ -150,7 +150,7 @@ def test_every_taken_port_is_named_at_once_before_anything_starts(tmp_path):
 
 
 def test_a_make_up_user_is_told_make_s_knob_and_a_serving_up_user_the_option(tmp_path):
-    """`make up` sets SERVING_VIA_MAKE: its user gets `PORT=8081`, which `make up` takes (issue 42: `--port 8081`)."""
+    """`make up` sets SERVING_VIA_MAKE: its user gets `PORT=...`, which `make up` takes (issue 42: `--port 8081`)."""
     import socket
 
     model = str(unit_model_dir(tmp_path / "model"))

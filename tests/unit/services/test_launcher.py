@@ -2,14 +2,20 @@
 
 import os
 import re
+import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from services.common.errors import ConfigurationError
 from services.launcher import Launcher, ProcessSpec, free_port, port_free, recorded, stop_recorded
+from services.launcher.groups import group_alive, pid_alive
+from services.launcher.records import write_meta
 from tests.support.servers import processes_mentioning
 
 SLEEPER = (
@@ -161,3 +167,97 @@ def test_free_port_never_hands_out_a_port_twice_in_a_row(monkeypatch):
     monkeypatch.setattr(spec.socket, "socket", Socket)
     monkeypatch.setattr(spec, "_HANDED_OUT", spec.deque(maxlen=1024))
     assert [spec.free_port(), spec.free_port()] == [41001, 41002]
+
+
+def test_the_port_suggested_instead_is_none_the_run_binds_unchecked():
+    """Before: a busy 8080 got `PORT=8081` from `make up`, the gateway's own gRPC port, which the stack then binds
+    (issue 42). The suggestion skips the ports the run binds without checking them first."""
+    from services.launcher import PortClaim, check_ports
+    from services.launcher.spec import port_free
+    from services.stacks import StackOptions, unclaimed_ports
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        after = next(p for p in range(port + 1, port + 50) if port_free(p))
+        with pytest.raises(ConfigurationError) as refused:
+            check_ports([PortClaim(port, "gateway", "PORT")], unclaimed=frozenset({after}))
+    suggested = int(re.search(r"e\.g\. PORT=(\d+)", str(refused.value)).group(1))
+    assert suggested not in (port, after) and suggested > after
+    assert unclaimed_ports(StackOptions()) == {8081}, "make up's gateway binds its default gRPC port"
+    assert unclaimed_ports(StackOptions(grpc_port=9001)) == set(), "a given one is claimed and checked"
+    assert unclaimed_ports(StackOptions(stack="fastapi")) == set()
+
+
+def test_a_record_rewritten_while_it_is_read_is_never_read_half_written(tmp_path):
+    """The supervisor rewrites a record at each restart while `serving status`, `serving down` and the tests read it:
+    a pid file read between its truncation and its write was empty (a fleet test failed on `int('')`)."""
+    write_meta(tmp_path, {"name": "triton", "pid": 1})
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            seen.add((tmp_path / "triton.pid").read_text())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for pid in range(2, 1500):
+            write_meta(tmp_path, {"name": "triton", "pid": pid})
+    finally:
+        done.set()
+        reader.join()
+    assert seen and all(text.isdigit() for text in seen), sorted(seen, key=len)[:3]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["triton.json", "triton.pid"], "no temporary file left"
+
+
+ORPHAN_ZOMBIE = """
+import ctypes, os, subprocess, sys, time
+from services.launcher.groups import group_alive
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans become our children, and we do not reap them
+leader = subprocess.Popen(
+    [sys.executable, "-c", "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'pass'])"],
+    start_new_session=True,
+)
+leader.wait()  # the leader exits first: its child, in the same group, is ours now and a zombie once it ends
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    states = [open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[:3] for p in os.listdir("/proc") if p.isdigit()]
+    members = [s[0] for s in states if int(s[2]) == leader.pid]
+    if members == ["Z"]:
+        break
+    time.sleep(0.05)
+print(members, group_alive(leader.pid))
+"""
+
+
+def test_a_group_left_with_only_a_zombie_nobody_has_reaped_yet_is_not_alive():
+    # a zombie whose parent exited waits for PID 1 to reap it (some container inits take seconds): it holds no port
+    # or file, and stopping a stack waited for each group's zombies until then
+    done = subprocess.run([sys.executable, "-c", ORPHAN_ZOMBIE], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["['Z']", "False"], done.stderr
+
+
+MAIN_THREAD_EXITS = """
+import ctypes, sys, threading, time
+threading.Thread(target=time.sleep, args=(60,)).start()  # runs on, holding the process's memory and files
+print("ready", flush=True)
+ctypes.CDLL(None).pthread_exit(None)  # the main thread ends: /proc/<pid>/stat says Z while the other thread runs
+"""
+
+
+def test_a_process_whose_main_thread_ended_while_another_runs_is_alive():
+    proc = subprocess.Popen([sys.executable, "-c", MAIN_THREAD_EXITS], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the main thread did not end"
+            time.sleep(0.01)
+        assert group_alive(proc.pid) and pid_alive(proc.pid), "its other thread still runs"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not group_alive(proc.pid)

@@ -15,6 +15,7 @@ from services.stacks import (
     metrics_dir,
     port_claims,
     read_stack_info,
+    stack_info,
     stack_processes,
     write_stack_info,
 )
@@ -62,7 +63,7 @@ def test_clearml_runs_triton_with_the_encoder_alone_then_the_gateway_and_the_con
     assert "--load-model=encoder" in triton.argv and not any("ensemble" in a for a in triton.argv)
     assert (options.run_dir / "triton-repository" / "encoder" / "config.pbtxt").is_file()
     assert gateway.env["GATEWAY_TRITON_GRPC_URL"] == "127.0.0.1:9201"
-    assert gateway.env["GATEWAY_ENDPOINTS_FILE"] == str(options.endpoints_file.resolve())
+    assert gateway.env["GATEWAY_ENDPOINTS_FILE"] == str(options.endpoints_path.resolve())
     assert "GATEWAY_BUCKETS" not in gateway.env, "ragged padding by default"
     state = f"sqlite:///{(options.run_dir / 'lifecycle' / 'state.db').resolve()}"
     assert gateway.env["SERVING_STATE_URL"] == controller.env["SERVING_STATE_URL"] == state, "the embedded store"
@@ -295,3 +296,36 @@ def test_the_users_runtime_directory_is_used_only_where_it_is_in_memory(tmp_path
         assert metrics_dir.filesystem(in_memory) == "tmpfs" and metrics_dir.memory_fs() == in_memory
     finally:
         in_memory.rmdir()
+
+
+def test_the_endpoint_file_is_the_run_directorys_unless_given(tmp_path):
+    """Two runs with different run directories share no endpoint file; the options survive the detached hand-over."""
+    first, second = StackOptions(run_dir=tmp_path / "a"), StackOptions(run_dir=tmp_path / "b")
+    assert first.endpoints_path == tmp_path / "a" / "endpoints.json"
+    assert second.endpoints_path == tmp_path / "b" / "endpoints.json"
+    assert replace(first, run_dir=tmp_path / "c").endpoints_path == tmp_path / "c" / "endpoints.json"
+    given = StackOptions(run_dir=tmp_path / "a", endpoints_file=Path("elsewhere.json"))
+    assert given.endpoints_path == Path("elsewhere.json")
+    assert StackOptions.from_json(first.to_json()) == first
+
+
+def test_a_traced_stack_names_its_own_receiver(options):
+    traced = replace(options, stack="clearml", traces=True, trace_port=9400)
+    assert stack_info(traced)["urls"]["traces"] == "http://127.0.0.1:9400/v1/traces"
+    assert "traces" not in stack_info(options)["urls"]
+    assert "traces" not in stack_info(replace(traced, otlp_endpoint="http://collector:4318/v1/traces"))["urls"]
+
+
+def test_started_by_make_a_busy_triton_or_trace_port_names_makes_knob(options):
+    traced = replace(options, traces=True, via_make=True)
+    claims = {claim.port: claim.option for claim in port_claims(traced, stack_processes(traced))}
+    http, grpc, metrics = traced.triton_ports.http, traced.triton_ports.grpc, traced.triton_ports.metrics
+    assert (claims[http], claims[grpc], claims[metrics]) == (
+        "TRITON_HTTP_PORT",
+        "TRITON_GRPC_PORT",
+        "TRITON_METRICS_PORT",
+    )
+    assert claims[traced.trace_port] == "TRACE_PORT"
+    direct = replace(traced, via_make=False)
+    claims = {claim.port: claim.option for claim in port_claims(direct, stack_processes(direct))}
+    assert (claims[http], claims[traced.trace_port]) == ("--triton-http-port", "--trace-port")

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from services.triton.balancer import Balancer
+from services.triton.balancer import JITTER, Balancer
 
 A, B = "127.0.0.2:8001", "127.0.0.3:8001"
 
@@ -24,6 +24,7 @@ class Clock:
 
 
 def balancer(clock: Clock, events: list | None = None, **kwargs) -> Balancer:
+    """Two replicas, as the gateway makes them (`JITTER` included) unless `kwargs` say otherwise."""
     listener = (lambda *event: events.append(event)) if events is not None else None
     return Balancer([A, B], clock=clock, rng=random.Random(7), listener=listener, **kwargs)
 
@@ -62,6 +63,41 @@ def test_a_replica_ten_times_slower_gets_a_tenth_of_the_work_and_its_share_back_
     serve(pool, clock, 20.0, {A: 1.0, B: 1.0})
     recovered = serve(pool, clock, 10.0, {A: 1.0, B: 1.0})
     assert 0.4 <= share(recovered, B) <= 0.6, recovered
+
+
+def late_answers(pool: Balancer, clock: Clock, seconds: float, rng: random.Random) -> tuple[dict[str, int], int]:
+    """Calls of a model that answers in 2-3 ms on two healthy replicas of a busy host: one call in 20, on either,
+    answers 30 ms late. The sequences each replica got, and how many times one went out of rotation."""
+    got, flips = {A: 0, B: 0}, 0
+    end = clock.now + seconds
+    while clock.now < end:
+        call = pool.start(1, "encoder")
+        clock.now += 0.0025 + (0.03 if rng.random() < 0.05 else 0.0)
+        pool.succeeded(call)
+        got[call.address] += 1
+        flips += sum(replica.slow for replica in pool.replicas.values())
+    return got, flips
+
+
+def test_late_answers_of_a_busy_host_leave_fast_replicas_in_rotation_and_even():
+    clock, events = Clock(), []
+    got, flips = late_answers(balancer(clock, events), clock, 10.0, random.Random(3))
+    assert events == [] and flips == 0
+    assert 0.4 <= share(got, A) <= 0.6, got
+    clock, events = Clock(), []
+    late_answers(balancer(clock, events, jitter=0.0), clock, 10.0, random.Random(3))
+    assert events, "compared without JITTER, the same late answers call a healthy replica slow"
+
+
+@pytest.mark.parametrize("speed", [1.0, 20.0], ids=["calls of 2-17 ms", "calls of 40-350 ms (the real model here)"])
+@pytest.mark.parametrize("factor", [5, 10])
+def test_with_jitter_a_replica_five_or_ten_times_slower_is_still_left_out(speed, factor):
+    # JITTER alone would keep a fast model's replica ten times slower in rotation: its steady ratio leaves it out
+    clock, events = Clock(), []
+    pool = balancer(clock, events)
+    serve(pool, clock, 5.0, {A: speed, B: speed})
+    slow = serve(pool, clock, 10.0, {A: speed, B: factor * speed})
+    assert (B, "slow", True) in events and share(slow, B) <= 0.12, slow
 
 
 def test_a_call_held_far_past_its_sizes_usual_time_sends_the_next_calls_elsewhere():
@@ -175,16 +211,19 @@ def test_a_slow_outlier_gets_no_calls_only_shadow_copies_whose_times_bring_it_ba
     serve(pool, clock, 2.0, {A: 1.0, B: 1.0})
     serve(pool, clock, 3.0, {A: 1.0, B: 10.0})
     assert pool.ejected() == {B: "slow"} and (B, "slow", True) in events
-    assert {pool.start(30, "encoder").address for _ in range(20)} == {A}
+    calls = [pool.start(30, "encoder") for _ in range(20)]
+    assert {call.address for call in calls} == {A}
+    for call in calls:
+        pool.abandoned(call)  # ended, so that only the copies' times speak
     copy = pool.shadow(30, "encoder")
     assert copy is not None and copy.address == B and copy.shadow
     assert pool.shadow(30, "encoder") is None, "one copy in flight"
     clock.now += 0.017  # as fast as A again
     pool.succeeded(copy)
     assert pool.shadow(30, "encoder") is None, "one copy every SHADOW_EVERY seconds"
-    for _ in range(10):
+    for _ in range(20):  # back within 10 s
         clock.now += 0.5
-        pool.start(1, "encoder")  # where outliers are marked
+        pool.abandoned(pool.start(1, "encoder"))  # where outliers are marked
         copy = pool.shadow(30, "encoder")
         if copy is None:
             break
@@ -199,3 +238,110 @@ def test_healthy_replicas_get_no_shadow_copies():
     pool = balancer(clock)
     serve(pool, clock, 2.0, {A: 1.0, B: 1.2})
     assert pool.shadow(30, "encoder") is None and pool.ejected() == {}
+
+
+def test_a_call_may_be_copied_after_twice_its_sizes_usual_time_to_another_replica_in_rotation():
+    clock = Clock()
+    pool = balancer(clock)
+    first = pool.start(30, "encoder")
+    assert pool.hedge_after(first) is None, "no call of its size answered yet"
+    clock.now += 0.04
+    pool.succeeded(first)
+    call = pool.start(30, "encoder")
+    assert pool.hedge_after(call) == pytest.approx(2 * 0.04 + JITTER), "twice its usual time, plus JITTER"
+    copy = pool.hedge(call)
+    assert copy is not None and copy.address != call.address and copy.size == 30
+    assert Balancer([A], clock=clock).hedge_after(call) is None, "one replica: nowhere to copy to"
+
+
+def test_no_copy_goes_to_an_ejected_or_slow_replica():
+    clock = Clock()
+    pool = balancer(clock)
+    pool.failed(pool.start(1, "encoder", exclude=[A]), "unavailable")
+    assert pool.hedge(pool.start(1, "encoder")) is None, "B is out"
+    clock.now += 60
+    pool = balancer(clock)
+    serve(pool, clock, 2.0, {A: 1.0, B: 1.0})
+    serve(pool, clock, 3.0, {A: 1.0, B: 10.0})
+    assert pool.ejected() == {B: "slow"} and pool.hedge(pool.start(1, "encoder")) is None
+
+
+def test_copies_are_at_most_a_twentieth_of_the_calls_after_a_burst_of_three():
+    clock = Clock()
+    pool = balancer(clock)
+    copies = 0
+    for _ in range(200):
+        call = pool.start(1, "encoder")
+        copy = pool.hedge(call)  # every call held: a copy wanted each time
+        copies += copy is not None
+        for sent in (call, copy):
+            if sent is not None:
+                pool.succeeded(sent)
+    assert 10 <= copies <= 3 + 200 * 0.05
+
+
+def test_a_replica_holding_a_copied_call_gets_no_new_call_until_it_ends():
+    clock = Clock()
+    pool = balancer(clock)
+    serve(pool, clock, 1.0, {A: 1.0, B: 1.0})
+    held = pool.start(30, "encoder")
+    clock.now += pool.hedge_after(held)
+    copy = pool.hedge(held)
+    assert copy is not None
+    pool.succeeded(copy)
+    pool.replicas[copy.address].load = 1000.0  # far more recent work than the held one's: cost alone would pick it
+    pool.replicas[held.address].load = 0.0
+    assert {pool.start(30, "encoder").address for _ in range(10)} == {copy.address}
+    pool.succeeded(held)
+    clock.now += 30  # its slowness faded
+    assert held.address in {pool.start(1, "encoder").address for _ in range(20)}
+
+
+def test_a_replica_back_in_rotation_shares_the_calls_instead_of_taking_them_all():
+    clock = Clock()
+    pool = balancer(clock)
+    serve(pool, clock, 2.0, {A: 1.0, B: 1.0})
+    pool.failed(pool.start(1, "encoder", exclude=[A]), "unavailable")
+    serve(pool, clock, 0.9, {A: 1.0, B: 1.0})  # A alone: its recent work piles up
+    clock.now += 0.2
+    probe = pool.start(1, "encoder")
+    assert probe.address == B
+    pool.succeeded(probe)  # B is back
+    got = serve(pool, clock, 0.5, {A: 1.0, B: 1.0})
+    assert 0.3 <= share(got, B) <= 0.7, got
+
+
+def test_no_copy_goes_to_a_replica_holding_a_copied_call():
+    clock = Clock()
+    pool = balancer(clock)
+    pool.expected[1] = 0.010
+    pool.replicas[B].load = 30.0
+    stalled = pool.start(1, "encoder")
+    clock.now += 0.025
+    copy = pool.hedge(stalled)
+    assert (stalled.address, copy.address) == (A, B)
+    pool.succeeded(copy)
+    call = pool.start(1, "encoder")
+    assert call.address == B, "no new call to the stalled replica"
+    clock.now += 0.025
+    assert pool.hedge(call) is None, "its copy would go to the stalled replica"
+    assert pool.hedge(call, exclude=[B]) is None
+
+
+def test_calls_in_flight_when_their_replica_was_ejected_neither_lengthen_nor_count_its_ejection():
+    """Several calls lost with one connection (a hedged call running on, a shadow copy, the probe) are one failure."""
+    clock = Clock()
+    pool = balancer(clock)
+    calls = [pool.start(1, "encoder", exclude=[A]) for _ in range(3)]
+    clock.now += 0.1
+    for call in calls:
+        pool.failed(call, "unavailable")
+        clock.now += 0.05
+    ejection = pool.ejections[(B, "")]
+    assert ejection.count == 1 and ejection.until == pytest.approx(100.1 + 1.0), "one ejection of the base length"
+    clock.now = ejection.until
+    probe = pool.start(1, "encoder")
+    assert probe.address == B
+    clock.now += 0.1
+    pool.failed(probe, "unavailable")
+    assert pool.ejections[(B, "")].count == 2, "a probe sent after the ejection began fails it again: doubled"
