@@ -27,10 +27,13 @@ Picking: each replica's cost is `(recent sequences + this call's) x slowness`, t
 
 Ejection (as Envoy's and gRPC's outlier detection): a replica whose call failed is out of rotation for `base`
 seconds, doubled for each ejection in a row (a failure within `longest` seconds of the last ejection's end) up to
-`longest`; then one call probes it (no other call goes to it meanwhile), and a success puts it back. What counts as
+`longest`; then one call probes it (no other call goes to it meanwhile), and a success puts it back. Calls sent
+before its ejection ran its time (every replica out) fail without counting. What counts as
 a failure is the caller's to say: `grpc_client` charges a lost connection at once, INTERNAL and NOT_FOUND only once
 the same call succeeded on another replica, so a request that fails everywhere ejects nobody. NOT_FOUND ejects the
-replica for that model only. While every replica is out, all are used.
+replica for that model only, and only calls to that model probe it, so such an ejection no call probed for `longest`
+seconds after its end is over (the model no longer called: a version drained and unloaded). While every replica is
+out, all are used.
 """
 
 from __future__ import annotations
@@ -165,6 +168,7 @@ class Balancer:
                 if key in self.ejections:
                     self.ejections[key].probing = True
         else:
+            self._expire(now)
             self._mark_slow(now)
             healthy = [r for r in candidates if not self._ejected(r.address, model)]
             serving = [r for r in healthy if not r.slow] or healthy or candidates
@@ -251,13 +255,15 @@ class Balancer:
                 self._rejoin(key)
 
     def failed(self, call: Call, reason: str) -> None:
-        """`call` failed for `reason` (one of REASONS) on its replica: out of rotation for a growing time. A call sent
-        before the replica's current ejection began (one of several in flight when it failed) says nothing new: the
-        ejection stays as it is, neither longer nor counted again."""
+        """`call` failed for `reason` (one of REASONS) on its replica: out of rotation for a growing time, longer for
+        each failed probe. A call sent before the replica's current ejection ran its time (one of several in flight
+        when it failed, or one sent while every replica was out) says nothing new: the ejection stays as it is,
+        neither longer nor counted again, so a burst of failures is one ejection, not a count that keeps the replica
+        out for `longest` once it answers again."""
         self._end(call)
         key = (call.address, call.model if reason == "not_found" else "")
         current = self.ejections.get(key)
-        if current is not None and call.started < current.since:
+        if current is not None and call.started < current.until:
             return
         now = self.clock()
         before = self.ejections.get(key) or self.rejoined.get(key)
@@ -307,6 +313,13 @@ class Balancer:
     def _probe_due(self, address: str, model: str, now: float) -> bool:
         found = [self.ejections[key] for key in self._keys(address, model) if key in self.ejections]
         return bool(found) and all(e.until <= now and not e.probing for e in found)
+
+    def _expire(self, now: float) -> None:
+        """End the ejections for one model that no call probed for `longest` seconds after they ended: nothing calls
+        that model (a drained version), so they say nothing of the replica, which would stay out on its metrics."""
+        for key, ejection in list(self.ejections.items()):
+            if key[1] and not ejection.probing and ejection.until + self.longest <= now:
+                self._rejoin(key)
 
     def _mark_slow(self, now: float) -> None:
         """Mark the slow outliers: slower than `OUTLIER` times the least slow replica (counting calls held now, but not

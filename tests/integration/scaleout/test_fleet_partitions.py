@@ -52,6 +52,19 @@ def ejected(fleet: Fleet, gateway: int, replica: str) -> float:
     return gateway_sum(fleet, "serving_triton_replica_ejected", replica, (gateway,))
 
 
+def out_of_rotation(fleet: Fleet, replica: str) -> list[str]:
+    """Each gateway host's `serving_triton_replica_ejected` samples for `replica` that are not 0 (why it is out)."""
+    found = []
+    for gateway, url in enumerate(fleet.gateway_urls):
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+        found += [
+            f"gateway {gateway}: {line}"
+            for line in re.findall(r"^serving_triton_replica_ejected\{.*$", text, re.M)
+            if replica in line and not line.endswith(" 0.0")
+        ]
+    return found
+
+
 def sequences(fleet: Fleet, replica: str) -> float:
     """Sequences the replica answered for both gateway hosts' callers (its agent's probes are not among them)."""
     return gateway_sum(fleet, "serving_triton_sequences_total", replica)
@@ -84,9 +97,14 @@ def test_a_triton_cut_off_from_both_gateways_is_left_out_and_back_within_15_s_of
             "the replica answering calls again", lambda: sequences(fleet, replica) > before + 5, 60, interval=0.2
         )
         back_after = time.time() - healed_at
-        fleet.hosts.wait_for(
-            "no gateway leaving it out", lambda: all(ejected(fleet, g, replica) == 0 for g in (0, 1)), 60
-        )
+        try:
+            fleet.hosts.wait_for(
+                "no gateway leaving it out", lambda: all(ejected(fleet, g, replica) == 0 for g in (0, 1)), 60
+            )
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{exc}\nstill out, by gateway host and why: {out_of_rotation(fleet, replica)}"
+            ) from None
         whole_after = time.time() - healed_at
         time.sleep(1.0)
     failed = load.failed()

@@ -158,6 +158,36 @@ def test_a_model_missing_on_one_replica_takes_it_out_for_that_model_only():
     assert {pool.start(1, "encoder/").address for _ in range(20)} == {A, B}
 
 
+def test_a_model_no_longer_called_ends_its_ejection_once_unprobed_for_the_longest_ejection():
+    clock, events = Clock(), []
+    pool = balancer(clock, events, longest=30.0)
+    pool.failed(pool.start(1, "emb/2", exclude=[B]), "not_found")  # a version being drained, then never called
+    clock.now += 30.5
+    pool.succeeded(pool.start(1, "emb/3"))
+    assert pool.ejected() == {A: "not_found"}, "still out until unprobed for 30 s past its end"
+    clock.now += 1.0
+    pool.succeeded(pool.start(1, "emb/3"))
+    assert pool.ejected() == {} and events[-1] == (A, "not_found", False)
+    pool.failed(pool.start(1, "emb/2", exclude=[B]), "not_found")  # called again and missing: out again, for longer
+    assert pool.ejections[(A, "emb/2")].count == 2
+
+
+def test_failures_while_every_replica_is_out_are_one_ejection_not_a_count_that_keeps_it_out():
+    clock = Clock()
+    pool = balancer(clock)
+    pool.failed(pool.start(1, "encoder", exclude=[B]), "unavailable")
+    pool.failed(pool.start(1, "encoder", exclude=[A]), "unavailable")
+    for _ in range(20):  # both out: every replica used, and both keep failing for a while
+        clock.now += 0.02
+        call = pool.start(1, "encoder")
+        pool.failed(call, "unavailable")
+    assert {key: e.count for key, e in pool.ejections.items()} == {(A, ""): 1, (B, ""): 1}
+    clock.now += 1.0
+    probe = pool.start(1, "encoder")
+    pool.failed(probe, "unavailable")  # a failed probe is what keeps a replica out longer
+    assert pool.ejections[(probe.address, "")].count == 2
+
+
 def test_a_probe_that_ends_with_no_verdict_lets_the_next_call_probe():
     clock = Clock()
     pool = balancer(clock)
