@@ -56,6 +56,11 @@ STATEMENT_TIMEOUT = 10.0
 a `LOCK TABLE`, an operator's open transaction) or on an overloaded server fails within this, as unreachable, instead
 of holding its caller and a pooled connection for as long as the lock is held. The state's statements take
 milliseconds."""
+IDLE_IN_TRANSACTION_TIMEOUT = 10.0
+"""Seconds PostgreSQL keeps a session's transaction open while the session sends nothing (its
+`idle_in_transaction_session_timeout`), then ends the session: a client cut off between its UPDATE and its COMMIT
+(its close never arrives) would otherwise hold the state's row lock, and every other writer, until the server's TCP
+keepalives notice, by default two hours later. The state's transactions take milliseconds."""
 POOL_TIMEOUT = 15.0
 """Seconds a PostgreSQL query waits for a free connection of the process's pool before the store is said to be
 unreachable."""
@@ -165,7 +170,8 @@ def open_engine(url: URL) -> Engine:
         "keepalives_interval": 2,
         "keepalives_count": 3,
         "tcp_user_timeout": int(UNACKNOWLEDGED_TIMEOUT * 1000),
-        "options": f"-c statement_timeout={int(STATEMENT_TIMEOUT * 1000)}",
+        "options": f"-c statement_timeout={int(STATEMENT_TIMEOUT * 1000)} "
+        f"-c idle_in_transaction_session_timeout={int(IDLE_IN_TRANSACTION_TIMEOUT * 1000)}",
     }
     try:
         return create_engine(

@@ -11,6 +11,7 @@ import time
 import psycopg2
 import pytest
 
+from services.lifecycle import transitions
 from services.lifecycle.store import DeploymentStore, StateStoreUnavailable
 from services.lifecycle.store import db as store_db
 from tests.support.postgres import HOST, USER
@@ -55,3 +56,27 @@ def test_a_pool_that_has_no_free_connection_is_unreachable():
 
     with pytest.raises(StateStoreUnavailable, match="no free connection within"), store_db.reachable("x"):
         raise exc.TimeoutError("QueuePool limit of size 2 overflow 4 reached")
+
+
+def test_a_writer_cut_off_between_its_update_and_its_commit_holds_no_other_writer_for_long(postgres, monkeypatch):
+    """The session of a process cut off mid-transaction (its COMMIT, and its close, never arrive) is ended by the
+    server's idle-in-transaction timeout, and its row lock with it; without it, until the server's keepalives notice."""
+    monkeypatch.setattr(store_db, "STATEMENT_TIMEOUT", 8.0)
+    monkeypatch.setattr(store_db, "IDLE_IN_TRANSACTION_TIMEOUT", 1.0)
+    url = postgres.create_database("cut_writer")
+    cut, other = DeploymentStore.open(url), DeploymentStore.open(url)
+    other.update(lambda state: transitions.set_auto_update(state, "emb", "emb", 2))  # the document row made
+    held = cut.engine.connect()
+    held.begin()
+    held.execute(
+        store_db.DOCUMENT.update().where(store_db.DOCUMENT.c.id == 1).values(revision=store_db.DOCUMENT.c.revision)
+    )
+    started = time.monotonic()
+    other.update(lambda state: transitions.set_auto_update(state, "emb", "emb", 3))  # waits on the row lock
+    took = time.monotonic() - started
+    assert other.read().endpoints["emb"].max_versions == 3
+    held.invalidate()
+    cut.close()
+    other.close()
+    print(f"\na write waited {took:.1f}s on a session left in its transaction (idle-in-transaction timeout 1 s)")
+    assert took < 5.0, f"held {took:.1f}s: the lock lasted until the statement timeout"
