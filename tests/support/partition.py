@@ -4,13 +4,26 @@ reset), until the partition heals (its table deleted).
 
 On loopback every connection's source address is 127.0.0.1 whatever host a process simulates (the kernel picks the
 route's `src`), so a link is cut by its destination, the server's address and port: every client of that port is cut
-off from it, none other. `with Partition() as cut: cut.link(address, port)`; the table goes whatever happens."""
+off from it, none other. `with Partition() as cut: cut.link(address, port)`; the table goes whatever happens.
+
+To cut one client alone (`cut.client(pids, address, port)`), its processes move into a cgroup (v2) of their own: the
+sockets they open from then on are dropped by that cgroup (nftables' `socket cgroupv2`), those already open by their
+port on the client's side; healing moves them back."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
+import re
 import shutil
 import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+CGROUPS = Path("/sys/fs/cgroup")
+"""Where nftables looks up the cgroup a `socket cgroupv2` rule names."""
+_names = itertools.count()
 
 
 def nft(*commands: str) -> None:
@@ -28,12 +41,51 @@ def available() -> str | None:
     return None
 
 
+def cgroup2_mount() -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup/unified` beside v1, or `/sys/fs/cgroup`), if it is."""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[2] == "cgroup2" and Path(fields[1]).is_relative_to(CGROUPS):
+            return Path(fields[1])
+    return None
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and every process descended from it now."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo += parents.get(found[-1], [])
+    return found
+
+
+def local_ports(pids: Iterable[int], address: str, port: int) -> set[int]:
+    """The local ports of the TCP connections to `address:port` that the processes `pids` hold open."""
+    wanted = set(pids)
+    done = subprocess.run(
+        ["ss", "-tnpH", "state", "established", "dst", f"{address}:{port}"], capture_output=True, text=True, timeout=10
+    )
+    ports = set()
+    for line in done.stdout.splitlines():
+        owners = {int(pid) for pid in re.findall(r"pid=(\d+)", line)}
+        local = line.split()[-3] if "users:" in line else line.split()[2]
+        if owners & wanted:
+            ports.add(int(local.rsplit(":", 1)[1]))
+    return ports
+
+
 class Partition:
     """One nftables table of this process (`serving_partition_<pid>`) dropping the links asked for."""
 
     def __init__(self):
         self.table = f"serving_partition_{os.getpid()}"
-        self.links: list[tuple[str, int]] = []
+        self.links: list[tuple[str, int]] | None = []
+        self.cgroups: list[Path] = []  # made by `client`, removed by `heal`
 
     def __enter__(self) -> Partition:
         nft("add", "table", "inet", self.table)
@@ -42,14 +94,45 @@ class Partition:
 
     def link(self, address: str, port: int) -> None:
         """Drop every packet to `address:port` and every packet from it (answers on connections already open)."""
-        for rule in (["ip", "daddr", address, "tcp", "dport"], ["ip", "saddr", address, "tcp", "sport"]):
-            nft("add", "rule", "inet", self.table, "output", *rule, str(port), "drop")
+        self._drop(f"ip daddr {address} tcp dport {port}")
+        self._drop(f"ip saddr {address} tcp sport {port}")
+        assert self.links is not None
         self.links.append((address, port))
+
+    def client(self, pids: Iterable[int], address: str, port: int) -> None:
+        """Drop every packet between `address:port` and the processes `pids` (with every process they start while
+        cut), no other client's: one client host cut off from a server the others still reach."""
+        mount = cgroup2_mount()
+        if mount is None:
+            raise RuntimeError("no cgroup v2 hierarchy under /sys/fs/cgroup to cut one client off by")
+        pids = list(pids)
+        cgroup = mount / f"{self.table}_{next(_names)}"
+        cgroup.mkdir()
+        self.cgroups.append(cgroup)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                (cgroup / "cgroup.procs").write_text(str(pid))
+        self._drop(f'socket cgroupv2 level 1 "{cgroup.relative_to(CGROUPS)}" ip daddr {address} tcp dport {port}')
+        for local in local_ports(pids, address, port):  # opened before the move: their cgroup is the one they had
+            self._drop(f"ip daddr {address} tcp dport {port} tcp sport {local}")
+            self._drop(f"ip saddr {address} tcp sport {port} tcp dport {local}")
+        assert self.links is not None
+        self.links.append((address, port))
+
+    def _drop(self, match: str) -> None:
+        """A rule dropping the output packets that `match` (nft's words, split on spaces; a quoted name has none)."""
+        nft("add", "rule", "inet", self.table, "output", *match.split(), "drop")
 
     def heal(self) -> None:
         if self.links is not None:
             subprocess.run(["nft", "delete", "table", "inet", self.table], capture_output=True, timeout=10)
             self.links = None
+        for cgroup in self.cgroups:  # its processes (those started while cut too) back where they were: the root
+            for pid in (cgroup / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    (cgroup.parent / "cgroup.procs").write_text(pid)
+            cgroup.rmdir()
+        self.cgroups = []
 
     def __exit__(self, *exc) -> None:
         self.heal()
