@@ -9,7 +9,10 @@ copies sent to a slow replica), req/s, p50, p99. Slow: replica B's process tree 
     PYTHONPATH=. .venv/bin/python tests/integration/triton/measure_balance.py
 
 HEALTHY_PAIRS, SLOW_PAIRS, SLOW_POLICIES and SECONDS_PER_RUN shorten it; `hedges` is the gateway's count of calls
-copied to the other replica during a run. Figures: docs/decisions/replica-balance.md."""
+copied to the other replica during a run. RATE=<req/s> attacks at that rate, open loop (`loadtest attack --rate`),
+instead of hey's closed loop of 32, which turns any capacity lost into latency (at a rate one replica serves alone,
+what a slow replica costs is the routing's), and ends with one continuous attack per policy through healthy, slow and
+released phases (`continuous`). Figures: docs/decisions/replica-balance.md."""
 
 from __future__ import annotations
 
@@ -18,13 +21,16 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 
+from loadtest.results import read_results
 from services.triton.repository import RenderOptions
 from tests.support.servers import start_gateway, start_triton, triton_metric
 
@@ -69,6 +75,38 @@ def throttle(server, percent: int | None) -> None:
     for pid in descendants(server.pid):
         with contextlib.suppress(OSError):
             (CGROUP / "cgroup.procs").write_text(str(pid))
+
+
+RATE = float(os.environ["RATE"]) if os.environ.get("RATE") else None
+
+
+def attack(url: str, seconds: int) -> dict:
+    """`hey`'s closed loop of 32, or with RATE the project's open-loop attacker at that rate."""
+    if RATE is None:
+        return hey(url, seconds)
+    command = [
+        str(Path(sys.executable).with_name("loadtest")),
+        "attack",
+        "--url",
+        url,
+        "--rate",
+        str(RATE),
+        "--duration",
+        str(seconds),
+        "--report",
+        "json",
+    ]
+    with tempfile.TemporaryDirectory() as scratch:
+        command += ["--output", f"{scratch}/results.jsonl", "--timeout", "20"]
+        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    report = json.loads(out[out.index("{") :])
+    latencies = report["latencies"]
+    return {
+        "rps": report["throughput"],
+        "p50_ms": latencies["50th"] / 1e6,
+        "p99_ms": latencies["99th"] / 1e6,
+        "codes": report["status_codes"],
+    }
 
 
 def hey(url: str, seconds: int) -> dict:
@@ -130,7 +168,7 @@ def run(name: str, url: str, tritons, seconds: int, sample_every: float | None =
     thread = threading.Thread(target=sampler, daemon=True) if sample_every else None
     if thread:
         thread.start()
-    result = hey(url, seconds)
+    result = attack(url, seconds)
     stop.set()
     if thread:
         thread.join()
@@ -153,6 +191,38 @@ def run(name: str, url: str, tritons, seconds: int, sample_every: float | None =
     return result
 
 
+def continuous(url: str, b, rate: float, phases: tuple[float, float, float] = (10, 20, 20)) -> dict:
+    """One open-loop attack on `url` through three phases, healthy / B held to 10% of a core / B released, so the
+    event's p99 counts its onset once, as under steady traffic (runs apart let B's slowness fade while the gateway
+    idles, and each run pays the onset again). p50/p99 of the requests sent in each phase."""
+    healthy, slow, _ = phases
+    output = Path(tempfile.mkdtemp(prefix="continuous-")) / "results.jsonl"  # kept: `loadtest report` reads it
+    command = [str(Path(sys.executable).with_name("loadtest")), "attack", "--url", url, "--rate", str(rate)]
+    command += ["--duration", str(sum(phases)), "--report", "none", "--output", str(output), "--timeout", "20"]
+    attacker = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    started = time.time()
+    time.sleep(healthy)
+    throttle(b, 10)
+    time.sleep(slow)
+    throttle(b, None)
+    attacker.wait(timeout=sum(phases) + 60)
+    results = read_results(output)
+    edges = [started, started + healthy, started + healthy + slow, float("inf")]
+    summary = {}
+    for name, low, high in zip(("healthy", "slow", "released"), edges, edges[1:], strict=False):
+        latencies = np.array([r.latency for r in results if low <= r.timestamp < high]) / 1e6
+        failed = sum(1 for r in results if low <= r.timestamp < high and not 200 <= r.code < 300)
+        summary[name] = {
+            "requests": len(latencies),
+            "failed": failed,
+            "p50_ms": round(float(np.percentile(latencies, 50)), 1),
+            "p99_ms": round(float(np.percentile(latencies, 99)), 1),
+        }
+    summary["p99_ratio"] = round(summary["slow"]["p99_ms"] / summary["healthy"]["p99_ms"], 2)
+    print(json.dumps({"continuous": summary}), flush=True)
+    return summary
+
+
 def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="balance-"))
     a = start_triton(base / "a", MODEL, RenderOptions(batching=True), ("encoder",), address="127.0.0.2")
@@ -166,7 +236,7 @@ def main() -> None:
                 base / policy, MODEL, a, workers=1, env={"GATEWAY_TRITON_GRPC_URL": target, **env}
             )
         for gw in gateways.values():
-            hey(gw.url, 2)  # warm up
+            attack(gw.url, 2)  # warm up
         print("# healthy", flush=True)
         for _ in range(int(os.environ.get("HEALTHY_PAIRS", "3"))):
             for policy, gw in gateways.items():
@@ -183,6 +253,11 @@ def main() -> None:
         print("# B released: hedged least_work, share of B per 5 s", flush=True)
         throttle(b, None)
         run("hedged", gateways["hedged"].url, tritons, 30, sample_every=5.0)
+        if RATE is not None:
+            print("# continuous, each policy: 10 s healthy, 20 s B held to 10% of a core, 20 s released", flush=True)
+            for policy, gw in gateways.items():
+                print(f"# {policy}", flush=True)
+                continuous(gw.url, b, RATE)
     finally:
         with contextlib.suppress(OSError):
             throttle(b, None)
