@@ -259,12 +259,14 @@ class Balancer:
         each failed probe. A call sent before the replica's current ejection ran its time (one of several in flight
         when it failed, or one sent while every replica was out) says nothing new: the ejection stays as it is,
         neither longer nor counted again, so a burst of failures is one ejection, not a count that keeps the replica
-        out for `longest` once it answers again."""
+        out for `longest` once it answers again; nor does one sent before an ejection that an answer has ended since."""
         self._end(call)
         key = (call.address, call.model if reason == "not_found" else "")
         current = self.ejections.get(key)
         if current is not None and call.started < current.until:
             return
+        if current is None and key in self.rejoined and call.started < self.rejoined[key].until:
+            return  # sent before its last ejection ended: an answer since put it back
         now = self.clock()
         before = self.ejections.get(key) or self.rejoined.get(key)
         count = before.count + 1 if before is not None and now - before.until < self.longest else 1

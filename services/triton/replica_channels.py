@@ -16,7 +16,7 @@ from tritonclient.grpc import service_pb2_grpc
 
 from observability.metrics import TRITON_EJECTIONS, TRITON_REPLICA_EJECTED
 from services.common.errors import Unavailable
-from services.triton.balancer import Balancer
+from services.triton.balancer import REASONS, Balancer
 from services.triton.target import REPLICA_OPTIONS, TritonTarget
 
 log = logging.getLogger(__name__)
@@ -82,12 +82,15 @@ class ReplicaChannels:
         self.stubs.clear()
 
     def _report(self, address: str, reason: str, ejected: bool) -> None:
-        held = (
-            ejected
-            if reason == "slow"
-            else any(a == address and e.reason == reason for (a, _), e in self.balancer.ejections.items())
-        )
-        TRITON_REPLICA_EJECTED.labels(address, reason).set(1 if held else 0)
+        """Log the change and set the replica's gauge for every reason from what the balancer holds now (an ejection
+        replaced by one for another reason ends the first reason's)."""
+        held = {e.reason for (a, _), e in self.balancer.ejections.items() if a == address}
+        if (replica := self.balancer.replicas.get(address)) is not None and replica.slow:
+            held.add("slow")
+        if reason == "slow":  # told before a gone replica's entry is dropped, or as it changes
+            held = held - {"slow"} | ({"slow"} if ejected else set())
+        for each in REASONS:
+            TRITON_REPLICA_EJECTED.labels(address, each).set(1 if each in held else 0)
         if ejected:
             TRITON_EJECTIONS.labels(address, reason).inc()
             log.warning("Triton replica %s is out of rotation (%s); calls will probe it back", address, reason)

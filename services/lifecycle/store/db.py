@@ -56,11 +56,12 @@ STATEMENT_TIMEOUT = 10.0
 a `LOCK TABLE`, an operator's open transaction) or on an overloaded server fails within this, as unreachable, instead
 of holding its caller and a pooled connection for as long as the lock is held. The state's statements take
 milliseconds."""
-IDLE_IN_TRANSACTION_TIMEOUT = 10.0
+IDLE_IN_TRANSACTION_TIMEOUT = 5.0
 """Seconds PostgreSQL keeps a session's transaction open while the session sends nothing (its
 `idle_in_transaction_session_timeout`), then ends the session: a client cut off between its UPDATE and its COMMIT
 (its close never arrives) would otherwise hold the state's row lock, and every other writer, until the server's TCP
-keepalives notice, by default two hours later. The state's transactions take milliseconds."""
+keepalives notice, by default two hours later; shorter than `STATEMENT_TIMEOUT`, so a writer queued behind it gets
+the lock rather than a timeout. The state's transactions take milliseconds."""
 POOL_TIMEOUT = 15.0
 """Seconds a PostgreSQL query waits for a free connection of the process's pool before the store is said to be
 unreachable."""

@@ -79,4 +79,6 @@ def test_a_writer_cut_off_between_its_update_and_its_commit_holds_no_other_write
     cut.close()
     other.close()
     print(f"\na write waited {took:.1f}s on a session left in its transaction (idle-in-transaction timeout 1 s)")
-    assert took < 5.0, f"held {took:.1f}s: the lock lasted until the statement timeout"
+    assert 0.8 <= took < 5.0, (
+        f"waited {took:.1f}s: 1 s expected (no lock held below that; its statement's timeout above)"
+    )

@@ -2,11 +2,14 @@
 resolves to becomes a replica; a name that resolves to nothing is a 503 until it does; a list is taken as it is."""
 
 import asyncio
+import time
 
 import pytest
+from prometheus_client import REGISTRY
 
 from services.common.errors import Unavailable
 from services.triton import replica_channels
+from services.triton.balancer import REASONS
 from services.triton.replica_channels import ReplicaChannels
 from services.triton.target import parse_target
 
@@ -52,3 +55,38 @@ def test_a_list_is_taken_as_it_is():
     replicas = channels("127.0.0.2:8001,127.0.0.3:8001")
     asyncio.run(replicas.refresh())
     assert list(replicas.balancer.replicas) == ["127.0.0.2:8001", "127.0.0.3:8001"]
+
+
+def ejected_gauge(address: str) -> dict[str, float]:
+    return {
+        reason: REGISTRY.get_sample_value("serving_triton_replica_ejected", {"replica": address, "reason": reason})
+        for reason in REASONS
+    }
+
+
+def test_the_ejected_gauge_follows_an_ejection_that_changed_its_reason_and_its_end():
+    pool = channels("127.0.0.2:8001,127.0.0.3:8001")
+    balancer, address = pool.balancer, "127.0.0.3:8001"
+    balancer.failed(balancer.start(1, "emb", exclude=["127.0.0.2:8001"]), "unavailable")
+    assert ejected_gauge(address) == {"unavailable": 1, "internal": 0, "not_found": 0, "slow": 0}
+    later = time.monotonic() + 60.0
+    balancer.clock = lambda: later  # its ejection over: the next call probes it
+    balancer.failed(balancer.start(1, "emb"), "internal")  # the probe failed otherwise: the same ejection, renamed
+    assert ejected_gauge(address) == {"unavailable": 0, "internal": 1, "not_found": 0, "slow": 0}
+    balancer.clock = lambda: later + 60.0
+    balancer.succeeded(balancer.start(1, "emb"))
+    assert ejected_gauge(address) == {"unavailable": 0, "internal": 0, "not_found": 0, "slow": 0}
+
+
+def test_a_call_sent_before_an_answer_ended_its_replicas_ejection_does_not_eject_it_again():
+    pool = channels("127.0.0.2:8001,127.0.0.3:8001")
+    balancer, now = pool.balancer, [time.monotonic()]
+    balancer.clock = lambda: now[0]
+    balancer.failed(balancer.start(1, "emb", exclude=["127.0.0.2:8001"]), "unavailable")
+    now[0] += 1.0
+    probe = balancer.start(1, "emb")
+    late = balancer.start(1, "emb", exclude=["127.0.0.2:8001"])  # sent while the probe was out
+    now[0] += 0.01
+    balancer.succeeded(probe)
+    balancer.failed(late, "unavailable")
+    assert balancer.ejected() == {}
