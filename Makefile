@@ -72,7 +72,7 @@ help:
 	@echo "make bench [QUICK=1] [DEVICE=sim] [LATENCY_BOUND_MS=250] | make bench-full | make soak | make observability [PROMETHEUS_PORT=9090] | make dashboards [PROMETHEUS=url] | make registry (MLflow UI on :5000)"
 	@echo "make bench-ab [BASE=rev] [ROUNDS=3] [MODELS=tiny,real] [CONFIGS=clearml-w1,clearml-w2,triton]: HEAD vs BASE"
 	@echo "    interleaved, HEAD/BASE per configuration with a verdict (BASE default: git merge-base main HEAD)"
-	@echo "make test (lint + every tier, about 11 min on 2 cores) | make test-unit (no servers, under 1 min) | make test-checks | make test-integration | make test-e2e"
+	@echo "make test (lint + every tier, about 11 min on 2 cores) | make test-unit or test-fast (no servers, under 1 min) | make test-checks | make test-integration | make test-e2e"
 	@echo "make lint (ruff + import-linter layer contracts + mypy) | make down | make reload | make status | make model | make setup | make clean"
 	@echo "make docs (the documentation site into build/site, --strict)"
 

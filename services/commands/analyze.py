@@ -51,6 +51,8 @@ def analyze(
     since_ns = int((time.time() - parse_since(since)) * 1e9) if since else 0
     waits = [wait_for_spans(source, since_ns, wait) for source in sources if source.suffix == ".db"]
     spans = read_spans(sources, since_ns)
+    if since and not spans:
+        fail(f"no span started in the last {since}; {_newest_hint(sources)}")
     traces = decompose_all(spans)
     if waits and (due := sum(t.outcome == INCOMPLETE for t in traces)):
         if not wait:
@@ -112,6 +114,14 @@ def wait_for_spans(store_path: Path, since_ns: int, timeout_s: float) -> Settled
             store.close()
     except sqlite3.DatabaseError as error:
         fail(f"{store_path} is not a span store: {error}; move it away (the stack makes a new one) or name another")
+
+
+def _newest_hint(sources: list[Path]) -> str:
+    """What to do when a `--since` window holds no span: how long ago the newest one started, if any did."""
+    newest = max((span.start_ns for span in read_spans(sources, 0)), default=None)
+    if newest is None:
+        return "none at all: send traced requests first (TRACES=1, `loadtest attack --trace-ratio 0.1`)"
+    return f"the newest started {max(0.0, time.time() - newest / 1e9):.0f} s ago: widen --since or leave it out"
 
 
 def read_spans(sources: list[Path], since_ns: int) -> list:

@@ -122,6 +122,15 @@ class Fleet:
     def wait_state(self, version: str, state: str, timeout: float = 90) -> None:
         self.hosts.wait_for(f"version {version} {state}", lambda: self.state(version) == state, timeout)
 
+    def rollout_under_way(self):
+        """The endpoint's rollout once its first step has started."""
+        return self.hosts.wait_for(
+            "the rollout's first step under way",
+            lambda: (r := self.store.read().endpoints[ENDPOINT].rollout) and r.step_started and r,
+            20,
+            interval=0.1,
+        )
+
     def held_by(self, version: str) -> set[str]:
         """The Triton hosts whose agents report `version` ready (reported within the controller's TTL)."""
         replicas = self.store.replicas(time.time(), 10.0)

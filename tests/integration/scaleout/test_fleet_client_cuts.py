@@ -113,12 +113,7 @@ def test_the_controller_alone_cut_off_from_the_store_mid_rollout_holds_it_and_pr
     with Load(fleet.gateway_urls, CALM, endpoint=ENDPOINT, clients=4, pause=0.03) as load:
         time.sleep(1.0)
         fleet.admin("POST", f"/endpoints/{ENDPOINT}/rollout", {"version": version, **policy})
-        fleet.hosts.wait_for(
-            "the rollout's first step under way",
-            lambda: (r := fleet.store.read().endpoints[ENDPOINT].rollout) and r.step_started and r,
-            20,
-            interval=0.1,
-        )
+        fleet.rollout_under_way()
         with Partition() as cut:
             cut.client(controller_pid, STORE_HOST, postgres.port)
             cut_at = time.time()

@@ -130,12 +130,7 @@ def test_a_rollout_cut_off_from_prometheus_pauses_says_so_once_and_carries_on_on
     with Load(fleet.gateway_urls, CALM, endpoint=ENDPOINT, clients=4, pause=0.03) as load:
         time.sleep(1.0)
         fleet.admin("POST", f"/endpoints/{ENDPOINT}/rollout", {"version": version, **policy})
-        rollout = fleet.hosts.wait_for(
-            "the rollout's first step under way",
-            lambda: (r := fleet.store.read().endpoints[ENDPOINT].rollout) and r.step_started and r,
-            20,
-            interval=0.1,
-        )
+        rollout = fleet.rollout_under_way()
         with Partition() as cut:
             cut.link(REGISTRY, fleet.prometheus_port)
             cut_at = time.time()

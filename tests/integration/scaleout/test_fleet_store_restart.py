@@ -40,12 +40,7 @@ def test_postgres_restarted_under_load_fails_no_request_refuses_a_change_whole_a
     with Load(fleet.gateway_urls, CALM, endpoint=ENDPOINT, clients=8, pause=0.03) as load:
         time.sleep(1.0)
         fleet.admin("POST", f"/endpoints/{ENDPOINT}/rollout", {"version": new, **POLICY})
-        rollout = fleet.hosts.wait_for(
-            "the rollout's first step under way",
-            lambda: (r := fleet.store.read().endpoints[ENDPOINT].rollout) and r.step_started and r,
-            20,
-            interval=0.1,
-        )
+        rollout = fleet.rollout_under_way()
         before = fleet.store.read().endpoints[ENDPOINT]
         postgres.stop()
         stopped_at = time.time()

@@ -102,3 +102,13 @@ def test_analyze_counts_the_requests_that_timed_out(tmp_path):
         "**Not in the table**: 4 traced requests that failed or lack server spans (timeout: 4)"
         in (tmp_path / "out" / "analysis.md").read_text()
     )
+
+
+def test_an_empty_since_window_says_how_old_the_newest_span_is(tmp_path):
+    spans = [s for i in range(3) for s in gateway_trace(f"{i:032x}", preprocess_ms=5.0, rate=100.0)]
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(otlp_document(spans)))  # spans from the test helper's clock: long ago
+    result = CliRunner().invoke(app, ["analyze", str(export), "--since", "30s", "--out", str(tmp_path / "out")])
+    assert result.exit_code != 0
+    assert "no span started in the last 30s; the newest started" in result.output
+    assert "widen --since or leave it out" in result.output
