@@ -87,8 +87,6 @@ class ReplicaChannels:
         held = {e.reason for (a, _), e in self.balancer.ejections.items() if a == address}
         if (replica := self.balancer.replicas.get(address)) is not None and replica.slow:
             held.add("slow")
-        if reason == "slow":  # told before a gone replica's entry is dropped, or as it changes
-            held = held - {"slow"} | ({"slow"} if ejected else set())
         for each in REASONS:
             TRITON_REPLICA_EJECTED.labels(address, each).set(1 if each in held else 0)
         if ejected:

@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from services.launcher.reload import workers
+
 CGROUPS = Path("/sys/fs/cgroup")
 """Where nftables looks up the cgroup a `socket cgroupv2` rule names."""
 _names = itertools.count()
@@ -54,15 +56,10 @@ def cgroup2_mount() -> Path | None:
 
 def tree(pid: int) -> list[int]:
     """`pid` and every process descended from it now."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
     found, todo = [], [pid]
     while todo:
         found.append(todo.pop())
-        todo += parents.get(found[-1], [])
+        todo += workers(found[-1])
     return found
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from loadtest.results import read_results
 from services.triton.repository import RenderOptions
+from tests.support.partition import tree
 from tests.support.servers import start_gateway, start_triton, triton_metric
 
 MODEL = Path("build/model").resolve()
@@ -52,27 +53,16 @@ def counts(server) -> tuple[float, float]:
     )
 
 
-def descendants(pid: int) -> list[int]:
-    found, frontier = [pid], [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = Path(f"/proc/{parent}/task/{parent}/children")
-        kids = [int(k) for k in children.read_text().split()] if children.exists() else []
-        found += kids
-        frontier += kids
-    return found
-
-
 def throttle(server, percent: int | None) -> None:
     if percent is None:
-        for pid in descendants(server.pid):
+        for pid in tree(server.pid):
             with contextlib.suppress(OSError):  # gone meanwhile
                 Path("/sys/fs/cgroup/cpu/cgroup.procs").write_text(str(pid))
         return
     CGROUP.mkdir(exist_ok=True)
     (CGROUP / "cpu.cfs_period_us").write_text("100000")
     (CGROUP / "cpu.cfs_quota_us").write_text(str(percent * 1000))
-    for pid in descendants(server.pid):
+    for pid in tree(server.pid):
         with contextlib.suppress(OSError):
             (CGROUP / "cgroup.procs").write_text(str(pid))
 
