@@ -222,9 +222,14 @@ leader = subprocess.Popen(
     start_new_session=True,
 )
 leader.wait()  # the leader exits first: its child, in the same group, is ours now and a zombie once it ends
+def stat(pid):
+    try:  # a process listed a moment ago may have ended since (other tests run beside this one)
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[:3]
+    except OSError:
+        return None
 deadline = time.monotonic() + 30
 while time.monotonic() < deadline:
-    states = [open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[:3] for p in os.listdir("/proc") if p.isdigit()]
+    states = [s for s in (stat(p) for p in os.listdir("/proc") if p.isdigit()) if s]
     members = [s[0] for s in states if int(s[2]) == leader.pid]
     if members == ["Z"]:
         break
