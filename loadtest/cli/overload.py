@@ -31,7 +31,7 @@ def overload_command(
     factor: float = typer.Option(3.0, min=1.0, help="Offered load as a multiple of the saturated rate."),
     seconds: float = typer.Option(60.0, min=1.0, help="Length of the overload."),
     saturate: float = typer.Option(10.0, min=1.0, help="Seconds of closed loop that measure the saturated rate."),
-    procs: int = typer.Option(1, min=1, help="Generator processes for the open-loop attack."),
+    procs: int = typer.Option(OverloadConfig.procs, min=1, help="Generator processes for the open-loop attack."),
     out: RunsOut = Path("results/overload"),
 ) -> None:
     """Attack a fresh stack at FACTOR x its saturated rate; exit 1 unless it sheds cleanly, keeps its goodput and
@@ -51,7 +51,7 @@ def soak_command(
     minutes: float = typer.Option(30.0, min=0.1, help="Length of the soak."),
     fraction: float = typer.Option(0.7, min=0.05, max=1.0, help="Soak rate as a fraction of the saturated rate."),
     overload_seconds: float = typer.Option(60.0, min=1.0, help="Length of the 3x overload that comes first."),
-    procs: int = typer.Option(1, min=1, help="Generator processes for the open-loop phases."),
+    procs: int = typer.Option(OverloadConfig.procs, min=1, help="Generator processes for the open-loop phases."),
     out: RunsOut = Path("results/soak"),
 ) -> None:
     """The overload test, then a long run at FRACTION of the saturated rate: errors, latency and memory over

@@ -39,7 +39,8 @@ def test_three_times_the_saturated_rate_is_shed_cleanly(real_model, tmp_path):
         assert 0 < cpu.stack <= cpu.limit * 1.05, f"{phase}: the stack used {cpu.stack:.2f} CPUs"
     print(
         f"the stack could use {report.goodput_share:.0%} of the CPU it used at saturation, "
-        f"{report.latency_share:.0%} of what it would have had alone with the load generator"
+        f"{report.latency_share:.0%} of what it would have had alone with the load generator; the generator fell "
+        f"{report.generator_lag_ms:.0f} ms behind its schedule at most"
     )
     for verdict in report.verdicts:
         print(f"{'pass' if verdict.passed else 'FAIL'} {verdict.name}: {verdict.detail}")
