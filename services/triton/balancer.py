@@ -16,8 +16,9 @@ Picking: each replica's cost is `(recent sequences + this call's) x slowness`, t
   Slower by its slowness, or by its steady ratio: an EWMA of its calls' plain time ratios (no `JITTER`, each call
   counting for at most `STEADY_CAP`), so that a fast model's replica slower call after call is left out though
   `JITTER` keeps its slowness low, while one late answer moves it little.
-  A copy of a call is sent to it now and then (`shadow`), no caller waiting on it, and its time shows when it has
-  recovered.
+  A copy of each call is sent to it while none is in flight there (`shadow`), no caller waiting on it: the work one
+  worker would give it in rotation, so its times show whether it can carry that work again, not only answer one
+  lone call (a replica held to a tenth of a core does that at the usual speed, and buckled each time it rejoined).
 - Hedging (as in "The Tail at Scale"): a call still unanswered `HEDGE_AFTER` times its size's usual time gets a copy
   on another replica in rotation (`hedge`), and the first answer wins, so a replica not yet known to be slow holds
   its worker's batch for about that long, not for its whole call. Copies are at most `HEDGE_BUDGET` of the calls. A
@@ -62,12 +63,10 @@ STEADY_CAP = 6.0
 """The most one call counts for in a replica's steady ratio: a stall moves it little, a replica slower call after
 call gets there in a few calls."""
 OUTLIER = 3.0
-"""A replica this much slower than the least slow one is a slow outlier: no calls, shadow probes; its calls teach
+"""A replica this much slower than the least slow one is a slow outlier: no calls, shadow copies; its calls teach
 no replica's `expected`."""
 RECOVERED = 1.5
 """A slow outlier rejoins once no more than this much slower than the least slow replica."""
-SHADOW_EVERY = 0.5
-"""Seconds between copies of calls sent to a slow outlier (`Balancer.shadow`)."""
 HEDGE_AFTER = 2.0
 """A call unanswered this many times its size's usual time (`expected`), `JITTER` added to both, gets a copy on
 another replica: twice the usual time plus `JITTER`."""
@@ -110,8 +109,7 @@ class Replica:
     steady: float = 1.0  # an EWMA of its calls' plain time ratios (no `JITTER`), each capped at `STEADY_CAP`
     slowness_at: float = 0.0  # when `slowness` and `steady` were last updated (both fade from then)
     calls: dict[int, Call] = field(default_factory=dict)  # in flight, by id()
-    slow: bool = False  # a slow outlier: no calls, shadow probes only
-    shadow_at: float = float("-inf")
+    slow: bool = False  # a slow outlier: no calls, shadow copies only
 
     def holds_hedged(self) -> bool:
         """Whether a call of its was copied elsewhere and has not ended: no new call goes to it meanwhile."""
@@ -219,14 +217,13 @@ class Balancer:
         return call
 
     def shadow(self, size: int, model: str) -> Call | None:
-        """Where to send a copy of a call (`size` sequences to `model`) that no caller waits on: a slow outlier, at
-        most one copy in flight and one every `SHADOW_EVERY` seconds per replica, so its time shows when the replica
-        recovered. None when no replica is slow or none is due."""
+        """Where to send a copy of a call (`size` sequences to `model`) that no caller waits on: a slow outlier with no
+        copy in flight, so it carries the work of a replica in rotation, one call at a time, and its times show when
+        it can again. None when no replica is slow or every slow one holds a copy."""
         now = self.clock()
         for replica in self.replicas.values():
-            due = now - replica.shadow_at >= SHADOW_EVERY and not any(call.shadow for call in replica.calls.values())
-            if replica.slow and due and not self._ejected(replica.address, model):
-                replica.shadow_at = now
+            idle = not any(call.shadow for call in replica.calls.values())
+            if replica.slow and idle and not self._ejected(replica.address, model):
                 call = Call(replica.address, size, model, now, shadow=True)
                 replica.calls[id(call)] = call
                 return call

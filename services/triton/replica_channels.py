@@ -91,7 +91,8 @@ class ReplicaChannels:
             TRITON_REPLICA_EJECTED.labels(address, each).set(1 if each in held else 0)
         if ejected:
             TRITON_EJECTIONS.labels(address, reason).inc()
-            log.warning("Triton replica %s is out of rotation (%s); calls will probe it back", address, reason)
+            back = "copies of calls, no caller waiting, show" if reason == "slow" else "a call will probe"
+            log.warning("Triton replica %s is out of rotation (%s); %s when it is back", address, reason, back)
         else:
             log.info("Triton replica %s is back in rotation", address)
 

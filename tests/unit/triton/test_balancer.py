@@ -1,6 +1,7 @@
 """The replica policy on a fake clock with made-up outcomes: sequences (not calls) spread evenly over healthy
 replicas, a slow replica given little and its share back once it recovers, a stalled call counted at once, a slow
-outlier given only shadow copies until their times show it recovered; a failing
+outlier given only shadow copies (one call at a time, the work it would carry) until their times show it recovered;
+a failing
 replica out of rotation for a growing time, probed back by one call, out for one model only when only that model
 is missing on it, and every replica used when all are out."""
 
@@ -250,17 +251,87 @@ def test_a_slow_outlier_gets_no_calls_only_shadow_copies_whose_times_bring_it_ba
     assert pool.shadow(30, "encoder") is None, "one copy in flight"
     clock.now += 0.017  # as fast as A again
     pool.succeeded(copy)
-    assert pool.shadow(30, "encoder") is None, "one copy every SHADOW_EVERY seconds"
-    for _ in range(20):  # back within 10 s
-        clock.now += 0.5
+    started = clock.now
+    while True:  # each call copied to it as soon as the last copy ended
+        assert clock.now - started < 10.0, "back within 10 s"
         pool.abandoned(pool.start(1, "encoder"))  # where outliers are marked
-        copy = pool.shadow(30, "encoder")
-        if copy is None:
+        if not pool.ejected():
             break
+        copy = pool.shadow(30, "encoder")
+        assert copy is not None and copy.address == B, "a copy whenever none is in flight"
         clock.now += 0.017
         pool.succeeded(copy)
-    assert pool.ejected() == {} and events[-1] == (B, "slow", False)
+    assert events[-1] == (B, "slow", False)
     assert B in {pool.start(30, "encoder").address for _ in range(20)}, "back in rotation"
+
+
+class Host:
+    """A replica's processes running one call at a time, held to `quota` seconds of CPU per 0.1 s (a cgroup CPU quota)
+    or not at all: a call of n sequences needs (2 ms + n x 0.5 ms) of CPU."""
+
+    PERIOD = 0.1
+
+    def __init__(self, quota: float | None = None):
+        self.quota, self.free_at, self.period, self.used = quota, 0.0, -1, 0.0
+
+    def run(self, start: float, size: int) -> float:
+        """When a call sent at `start` is answered."""
+        now, need = max(start, self.free_at), 0.002 + 0.0005 * size
+        while need > 1e-12:
+            if self.quota is None:
+                now, need = now + need, 0.0
+                break
+            period = int(now / self.PERIOD)
+            if period != self.period:
+                self.period, self.used = period, 0.0
+            ran = min(need, self.quota - self.used, (period + 1) * self.PERIOD - now)
+            if ran <= 0:
+                now = (period + 1) * self.PERIOD
+                continue
+            now, need, self.used = now + ran, need - ran, self.used + ran
+        self.free_at = now
+        return now
+
+
+def serve_copied(pool: Balancer, clock: Clock, seconds: float, hosts: dict[str, Host], copies: list) -> None:
+    """As `serve`, on `hosts`, with each call's shadow copy sent and answered too; `copies` holds those in flight, as
+    (answered at, copy)."""
+    sizes, end, turn = (30, 1), clock.now + seconds, 0
+    while clock.now < end:
+        size = sizes[turn % len(sizes)]
+        turn += 1
+        call = pool.start(size, "encoder")
+        if (copy := pool.shadow(size, "encoder")) is not None:
+            copies.append((hosts[copy.address].run(clock.now, size), copy))
+        answered = hosts[call.address].run(clock.now, size)
+        for at, copy in sorted(copies, key=lambda pair: pair[0]):
+            if at <= answered:
+                copies.remove((at, copy))
+                clock.now = max(clock.now, at)
+                pool.succeeded(copy)
+        clock.now = answered
+        pool.succeeded(call)
+
+
+def test_a_replica_held_to_a_tenth_of_a_core_stays_out_while_held_and_rejoins_once_released():
+    # a lone call fits in its tenth of a core and is answered at the usual speed: a copy now and then let it rejoin,
+    # buckle under its share and go out again every few seconds (the open-loop benchmark's tail)
+    clock, events, copies = Clock(), [], []
+    pool = balancer(clock, events)
+    serve_copied(pool, clock, 5.0, {A: Host(), B: Host()}, copies)
+    held = {A: Host(), B: Host(quota=0.01)}
+    serve_copied(pool, clock, 2.0, held, copies)
+    assert pool.ejected() == {B: "slow"}
+    events.clear()
+    serve_copied(pool, clock, 20.0, held, copies)
+    assert events == [], "out for as long as it is held"
+    released = {A: Host(), B: Host()}
+    released[B].free_at = held[B].free_at  # what it was running goes on
+    started = clock.now
+    while pool.ejected():
+        assert clock.now - started < 10.0, "back within 10 s of its release"
+        serve_copied(pool, clock, 0.1, released, copies)
+    assert 0.4 <= share(serve(pool, clock, 10.0, {A: 1.0, B: 1.0}), B) <= 0.6
 
 
 def test_healthy_replicas_get_no_shadow_copies():
