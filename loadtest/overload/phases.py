@@ -3,7 +3,6 @@ FACTOR x that rate, then measure again right after; soak: open loop at a fractio
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,13 +73,12 @@ def _run_phases(config: OverloadConfig, stack: RunningStack) -> _Phases:
         targets=targets, rate=offered, duration=config.overload_seconds, name="overload", timeout=30
     )
     attack: list[Result] = []
-    start = time.time()
     with MemorySampler(stack) as memory:
         readings.append(cpu.read(stack))
         stats = engine.attack(spec, attack.append, processes=config.procs)
         readings.append(cpu.read(stack))
     after, _ = engine.closed_run(targets, config.recovery_seconds, config.concurrency, "recovery")
-    end = start + config.overload_seconds
+    end = max(r.timestamp for r in attack) + 1 / offered  # its schedule's end: several processes start theirs later
     return _Phases(before, attack, after, tuple(readings), rate, offered, end, stats, memory)
 
 
@@ -138,7 +136,6 @@ def soak(config: OverloadConfig, stack: RunningStack, rate: float) -> SoakReport
     targets = stack.targets()
     spec = engine.AttackSpec(targets=targets, rate=rate, duration=config.soak_seconds, name="soak", timeout=30)
     results: list[Result] = []
-    start = time.time()
     with MemorySampler(stack, every=min(10.0, config.soak_bin_seconds)) as memory:
         engine.attack(spec, results.append, processes=config.procs)
     ok = [r for r in results if is_ok(r)]
@@ -151,5 +148,5 @@ def soak(config: OverloadConfig, stack: RunningStack, rate: float) -> SoakReport
         p99_ms=percentile_ms(ok, 99),
         rss_start_mb=sum(memory.samples[0][1].values()) / 2**20,
         rss_end_mb=sum(memory.samples[-1][1].values()) / 2**20,
-        timeline=timeline(results, start, config.soak_bin_seconds, memory),
+        timeline=timeline(results, min(r.timestamp for r in results), config.soak_bin_seconds, memory),
     )

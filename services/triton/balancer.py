@@ -16,9 +16,10 @@ Picking: each replica's cost is `(recent sequences + this call's) x slowness`, t
   Slower by its slowness, or by its steady ratio: an EWMA of its calls' plain time ratios (no `JITTER`, each call
   counting for at most `STEADY_CAP`), so that a fast model's replica slower call after call is left out though
   `JITTER` keeps its slowness low, while one late answer moves it little.
-  A copy of each call is sent to it while none is in flight there (`shadow`), no caller waiting on it: the work one
-  worker would give it in rotation, so its times show whether it can carry that work again, not only answer one
-  lone call (a replica held to a tenth of a core does that at the usual speed, and buckled each time it rejoined).
+  Copies of calls are sent to it (`shadow`), no caller waiting on them, one at a time and as many sequences as it
+  would get back in rotation, so its times show whether it can carry that work again, not only answer one lone
+  call (a replica held to a tenth of a core does that at the usual speed, and buckled each time it rejoined).
+  With no replica left in rotation, the slow ones get the calls themselves and no copies.
 - Hedging (as in "The Tail at Scale"): a call still unanswered `HEDGE_AFTER` times its size's usual time gets a copy
   on another replica in rotation (`hedge`), and the first answer wins, so a replica not yet known to be slow holds
   its worker's batch for about that long, not for its whole call. Copies are at most `HEDGE_BUDGET` of the calls. A
@@ -218,14 +219,22 @@ class Balancer:
 
     def shadow(self, size: int, model: str) -> Call | None:
         """Where to send a copy of a call (`size` sequences to `model`) that no caller waits on: a slow outlier with no
-        copy in flight, so it carries the work of a replica in rotation, one call at a time, and its times show when
-        it can again. None when no replica is slow or every slow one holds a copy."""
+        copy in flight whose recent sequences, copies counted, are no more than its share of those the replicas in
+        rotation got, were it one of them: so it carries the work it would carry in rotation, one call at a time, and
+        its times show when it can again.
+        None when no replica is slow, none is due, or none is left in rotation (the slow ones then get the calls)."""
         now = self.clock()
+        healthy = [r for r in self.replicas.values() if not self._ejected(r.address, model)]
+        serving = [self._load(r, now) for r in healthy if not r.slow]
+        if not serving:
+            return None
+        share = sum(serving) / len(healthy)  # each one's if every slow one were back
         for replica in self.replicas.values():
             idle = not any(call.shadow for call in replica.calls.values())
-            if replica.slow and idle and not self._ejected(replica.address, model):
-                call = Call(replica.address, size, model, now, shadow=True)
-                replica.calls[id(call)] = call
+            due = self._load(replica, now) <= share
+            if replica.slow and idle and due and not self._ejected(replica.address, model):
+                call = self._send(replica, size, model, now)
+                call.shadow = True
                 return call
         return None
 

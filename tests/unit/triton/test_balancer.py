@@ -281,7 +281,7 @@ class Host:
             if self.quota is None:
                 now, need = now + need, 0.0
                 break
-            period = int(now / self.PERIOD)
+            period = int(now / self.PERIOD + 1e-9)  # 128.1 / 0.1 is 1280.9999...
             if period != self.period:
                 self.period, self.used = period, 0.0
             ran = min(need, self.quota - self.used, (period + 1) * self.PERIOD - now)
@@ -293,24 +293,31 @@ class Host:
         return now
 
 
-def serve_copied(pool: Balancer, clock: Clock, seconds: float, hosts: dict[str, Host], copies: list) -> None:
-    """As `serve`, on `hosts`, with each call's shadow copy sent and answered too; `copies` holds those in flight, as
-    (answered at, copy)."""
-    sizes, end, turn = (30, 1), clock.now + seconds, 0
+def serve_copied(
+    pool: Balancer, clock: Clock, seconds: float, hosts: dict[str, Host], copies: list, gap: float = 0.0
+) -> dict[str, int]:
+    """As `serve`, on `hosts`, a call due every `gap` seconds at most (0: one after the other), with each call's shadow
+    copy sent and answered too; `copies` holds those in flight, as (answered at, copy). The sequences callers waited
+    on, by replica."""
+    got = {A: 0, B: 0}
+    end, turn = clock.now + seconds, 0
     while clock.now < end:
-        size = sizes[turn % len(sizes)]
+        size = (30, 1)[turn % 2]
         turn += 1
+        due = clock.now + gap
         call = pool.start(size, "encoder")
         if (copy := pool.shadow(size, "encoder")) is not None:
             copies.append((hosts[copy.address].run(clock.now, size), copy))
         answered = hosts[call.address].run(clock.now, size)
-        for at, copy in sorted(copies, key=lambda pair: pair[0]):
-            if at <= answered:
-                copies.remove((at, copy))
-                clock.now = max(clock.now, at)
-                pool.succeeded(copy)
-        clock.now = answered
-        pool.succeeded(call)
+        got[call.address] += size
+        answers = [(at, copy) for at, copy in copies if at <= max(answered, due)] + [(answered, call)]
+        for at, ended in sorted(answers, key=lambda pair: pair[0]):  # in the order they were answered
+            if ended is not call:
+                copies.remove((at, ended))
+            clock.now = max(clock.now, at)
+            pool.succeeded(ended)
+        clock.now = max(clock.now, due)
+    return got
 
 
 def test_a_replica_held_to_a_tenth_of_a_core_stays_out_while_held_and_rejoins_once_released():
@@ -332,6 +339,36 @@ def test_a_replica_held_to_a_tenth_of_a_core_stays_out_while_held_and_rejoins_on
         assert clock.now - started < 10.0, "back within 10 s of its release"
         serve_copied(pool, clock, 0.1, released, copies)
     assert 0.4 <= share(serve(pool, clock, 10.0, {A: 1.0, B: 1.0}), B) <= 0.6
+
+
+def test_a_replica_out_gets_copies_of_its_share_so_one_that_can_carry_it_rejoins():
+    # a batch due every 25 ms: B held to 20% of a core carries its half in rotation, not every call; copies of every
+    # call kept it out for as long as the load lasted (30 s and more in this simulation)
+    clock, events, copies = Clock(), [], []
+    pool = balancer(clock, events)
+    serve_copied(pool, clock, 5.0, {A: Host(), B: Host()}, copies, gap=0.025)
+    got = serve_copied(pool, clock, 20.0, {A: Host(), B: Host(quota=0.02)}, copies, gap=0.025)
+    assert events == [] and share(got, B) > 0.4, "it carries its share in rotation"
+    held = {A: Host(), B: Host(quota=0.003)}
+    serve_copied(pool, clock, 5.0, held, copies, gap=0.025)
+    assert pool.ejected() == {B: "slow"}
+    partial = {A: Host(), B: Host(quota=0.02)}
+    partial[B].free_at = held[B].free_at
+    started = clock.now
+    while pool.ejected():
+        assert clock.now - started < 15.0, "back once it can carry its share"
+        serve_copied(pool, clock, 0.1, partial, copies, gap=0.025)
+
+
+def test_a_slow_replica_left_alone_in_rotation_gets_the_calls_and_no_copies():
+    clock = Clock()
+    pool = balancer(clock)
+    serve(pool, clock, 2.0, {A: 1.0, B: 1.0})
+    serve(pool, clock, 3.0, {A: 1.0, B: 10.0})
+    assert pool.ejected() == {B: "slow"}
+    pool.failed(pool.start(30, "encoder"), "unavailable")  # A's connection lost: out for 1 s
+    call = pool.start(30, "encoder")
+    assert call.address == B and pool.shadow(30, "encoder") is None, "not each call twice on the one left"
 
 
 def test_healthy_replicas_get_no_shadow_copies():
