@@ -148,5 +148,5 @@ def soak(config: OverloadConfig, stack: RunningStack, rate: float) -> SoakReport
         p99_ms=percentile_ms(ok, 99),
         rss_start_mb=sum(memory.samples[0][1].values()) / 2**20,
         rss_end_mb=sum(memory.samples[-1][1].values()) / 2**20,
-        timeline=timeline(results, min(r.timestamp for r in results), config.soak_bin_seconds, memory),
+        timeline=timeline(results, min((r.timestamp for r in results), default=0.0), config.soak_bin_seconds, memory),
     )

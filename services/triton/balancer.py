@@ -16,10 +16,10 @@ Picking: each replica's cost is `(recent sequences + this call's) x slowness`, t
   Slower by its slowness, or by its steady ratio: an EWMA of its calls' plain time ratios (no `JITTER`, each call
   counting for at most `STEADY_CAP`), so that a fast model's replica slower call after call is left out though
   `JITTER` keeps its slowness low, while one late answer moves it little.
-  Copies of calls are sent to it (`shadow`), no caller waiting on them, one at a time and as many sequences as it
-  would get back in rotation, so its times show whether it can carry that work again, not only answer one lone
-  call (a replica held to a tenth of a core does that at the usual speed, and buckled each time it rejoined).
-  With no replica left in rotation, the slow ones get the calls themselves and no copies.
+  Copies of calls are sent to it (`shadow`), no caller waiting on them, one at a time, an equal share of the
+  worker's sequences, so its times show whether it can carry that work again, not only answer one lone call (a
+  replica held to a tenth of a core does that at the usual speed, and buckled each time it rejoined). With no
+  replica left in rotation, the slow ones get the calls themselves and no copies.
 - Hedging (as in "The Tail at Scale"): a call still unanswered `HEDGE_AFTER` times its size's usual time gets a copy
   on another replica in rotation (`hedge`), and the first answer wins, so a replica not yet known to be slow holds
   its worker's batch for about that long, not for its whole call. Copies are at most `HEDGE_BUDGET` of the calls. A
@@ -111,6 +111,7 @@ class Replica:
     slowness_at: float = 0.0  # when `slowness` and `steady` were last updated (both fade from then)
     calls: dict[int, Call] = field(default_factory=dict)  # in flight, by id()
     slow: bool = False  # a slow outlier: no calls, shadow copies only
+    credit: float = 0.0  # sequences of copies it is owed while slow (`Balancer.shadow`)
 
     def holds_hedged(self) -> bool:
         """Whether a call of its was copied elsewhere and has not ended: no new call goes to it meanwhile."""
@@ -219,24 +220,24 @@ class Balancer:
 
     def shadow(self, size: int, model: str) -> Call | None:
         """Where to send a copy of a call (`size` sequences to `model`) that no caller waits on: a slow outlier with no
-        copy in flight whose recent sequences, copies counted, are no more than its share of those the replicas in
-        rotation got, were it one of them: so it carries the work it would carry in rotation, one call at a time, and
-        its times show when it can again.
-        None when no replica is slow, none is due, or none is left in rotation (the slow ones then get the calls)."""
+        copy in flight and sequences to its credit. Each call credits each slow replica with its equal share of the
+        call's sequences (up to the call's size, so no burst of copies follows a long copy) and each copy costs its
+        sequences, so a slow replica is sent an equal share of the worker's work, one call at a time, and its times
+        show when it can carry that again. None when no replica is slow, none is due, or none is left in rotation
+        (the slow ones then get the calls themselves)."""
         now = self.clock()
         healthy = [r for r in self.replicas.values() if not self._ejected(r.address, model)]
-        serving = [self._load(r, now) for r in healthy if not r.slow]
-        if not serving:
+        if all(r.slow for r in healthy):
             return None
-        share = sum(serving) / len(healthy)  # each one's if every slow one were back
-        for replica in self.replicas.values():
+        chosen: Call | None = None
+        for replica in (r for r in healthy if r.slow):
+            replica.credit = min(replica.credit + size / len(healthy), size)
             idle = not any(call.shadow for call in replica.calls.values())
-            due = self._load(replica, now) <= share
-            if replica.slow and idle and due and not self._ejected(replica.address, model):
-                call = self._send(replica, size, model, now)
-                call.shadow = True
-                return call
-        return None
+            if chosen is None and idle and replica.credit > 0:
+                replica.credit -= size
+                chosen = self._send(replica, size, model, now)
+                chosen.shadow = True
+        return chosen
 
     def succeeded(self, call: Call) -> None:
         """`call` answered: its time teaches the replica's slowness, and a call sent since its ejection (the probe, or
@@ -340,7 +341,7 @@ class Balancer:
             bound = RECOVERED if replica.slow else OUTLIER
             slow = len(slowness) > 1 and (slowness[address] > bound * least or steady[address] > bound * least_steady)
             if slow != replica.slow:
-                replica.slow = slow
+                replica.slow, replica.credit = slow, 0.0
                 if not slow:
                     self._even_load(replica, now)
                 self.listener(address, "slow", slow)
