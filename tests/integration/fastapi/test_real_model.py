@@ -64,22 +64,27 @@ def test_sigterm_drains_in_flight_requests(tmp_path, real_model):
     # a token budget for all four requests in one worker (gunicorn may hand them all to one): drained, not shed
     server = start_http_stack(tmp_path, real_model, workers=2, env={"SERVING_MAX_CONCURRENT_TOKENS": "131072"})
     pid = server.pid
-    # each request takes a second or more on 2 cores; all four finish well inside gunicorn's 30 s graceful timeout
-    # even on one worker of a busy host
-    texts = [" ".join(["serving"] * 300)] * 16
+    # 48 texts of 256 tokens: each request takes a few seconds on 2 cores (16 took under one on a quiet host); all four
+    # finish well inside gunicorn's 30 s graceful timeout even on one worker of a busy host
+    texts = [" ".join(["serving"] * 300)] * 48
+    # connected and accepted before the clock starts: a request not yet accepted when the listener closes is refused
+    clients = [httpx.Client(base_url=server.url, timeout=60) for _ in range(4)]
 
-    def post(_):
-        with httpx.Client(base_url=server.url, timeout=60) as client:
-            return client.post("/serve/minilm", json={"texts": texts}).status_code
+    def post(client: httpx.Client) -> int:
+        return client.post("/serve/minilm", json={"texts": texts}).status_code
 
     try:
+        for client in clients:
+            assert client.get("/health/ready").status_code == 200
         with ThreadPoolExecutor(4) as pool:
-            futures = [pool.submit(post, i) for i in range(4)]
+            futures = [pool.submit(post, client) for client in clients]
             time.sleep(1.0)
             assert not any(f.done() for f in futures), "requests finished before SIGTERM: nothing tested"
             os.killpg(pid, signal.SIGTERM)
             codes = [f.result() for f in futures]
         assert codes == [200] * 4
     finally:
+        for client in clients:
+            client.close()
         server.launcher.stop_all()
     assert not group_alive(pid), "no process of the stack runs (a zombie waiting for PID 1 to reap it holds nothing)"

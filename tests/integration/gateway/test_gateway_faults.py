@@ -141,22 +141,29 @@ def test_full_triton_queue_is_503_and_worker_bound_is_429(tmp_path, tiny_model):
 
 
 def test_sigterm_drains_the_gateway(tmp_path, tiny_model):
-    slow = RenderOptions(batching=True, max_queue_delay_us=800_000)
+    # Triton holds each batch 2 s for more requests: the three are in flight when SIGTERM comes
+    slow = RenderOptions(batching=True, max_queue_delay_us=2_000_000)
     triton = start_triton(tmp_path / "triton", tiny_model, slow, models=("encoder",))
     server = start_gateway(tmp_path / "gw", tiny_model, triton, workers=1)
     pid = server.pid
+    # connected and accepted before the clock starts: on a busy host, making a client and connecting took longer than
+    # the wait below, and a request not yet accepted when the listener closes is refused, not drained
+    clients = [httpx.Client(base_url=server.url, timeout=30) for _ in range(3)]
     try:
+        for client in clients:
+            assert client.get("/health/ready").status_code == 200
 
-        def post(_):
-            with httpx.Client(base_url=server.url, timeout=30) as client:
-                return client.post("/serve/minilm", json={"text": "drain me"}).status_code
+        def post(client: httpx.Client) -> int:
+            return client.post("/serve/minilm", json={"text": "drain me"}).status_code
 
         with ThreadPoolExecutor(3) as pool:
-            futures = [pool.submit(post, i) for i in range(3)]
-            time.sleep(0.3)
-            assert not any(f.done() for f in futures)
+            futures = [pool.submit(post, client) for client in clients]
+            time.sleep(0.8)
+            assert not any(f.done() for f in futures), "requests finished before SIGTERM: nothing tested"
             os.killpg(pid, signal.SIGTERM)
             assert [f.result() for f in futures] == [200] * 3
     finally:
+        for client in clients:
+            client.close()
         server.launcher.stop_all()
         triton.stop()

@@ -146,12 +146,13 @@ class Fleet:
         return sorted((p.name for p in repository.iterdir() if p.is_dir()), key=int) if repository.is_dir() else []
 
     def triton_calls(self, host, version: str | None = None) -> float:
-        """Inference calls that the Triton host's server answered for the endpoint (one version, or all)."""
+        """Inference calls that the Triton host's server answered for the endpoint (one version, or all). Summed over
+        every version, a count falls when a version is unloaded (its series goes): a difference over time wants one."""
         try:
             text = httpx.get(f"http://{host.address}:{self.ports.metrics}/metrics", timeout=5).text
         except httpx.HTTPError:
             return 0.0
-        prefix = f'nv_inference_request_success{{model="{ENDPOINT}",version="{version or ""}'
+        prefix = f'nv_inference_request_success{{model="{ENDPOINT}",version="' + (f'{version}"' if version else "")
         return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
 
     # --- the gateways ---------------------------------------------------------------------------------------------
