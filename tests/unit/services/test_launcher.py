@@ -215,21 +215,16 @@ def test_a_record_rewritten_while_it_is_read_is_never_read_half_written(tmp_path
 
 ORPHAN_ZOMBIE = """
 import ctypes, os, subprocess, sys, time
-from services.launcher.groups import group_alive
+from services.launcher.groups import _stat, group_alive  # _stat: None for a process gone since /proc was listed
 ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans become our children, and we do not reap them
 leader = subprocess.Popen(
     [sys.executable, "-c", "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'pass'])"],
     start_new_session=True,
 )
 leader.wait()  # the leader exits first: its child, in the same group, is ours now and a zombie once it ends
-def stat(pid):
-    try:  # a process listed a moment ago may have ended since (other tests run beside this one)
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[:3]
-    except OSError:
-        return None
 deadline = time.monotonic() + 30
 while time.monotonic() < deadline:
-    states = [s for s in (stat(p) for p in os.listdir("/proc") if p.isdigit()) if s]
+    states = [s for s in (_stat(p) for p in os.listdir("/proc") if p.isdigit()) if s]
     members = [s[0] for s in states if int(s[2]) == leader.pid]
     if members == ["Z"]:
         break
